@@ -1,0 +1,1 @@
+"""Shared helpers for the dtq benchmark harness (stdlib + psutil only)."""

@@ -1,0 +1,126 @@
+"""One measurement pass over one system: enqueue, drains, latency, commands, memory."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, replace
+
+from benchlib import procs
+from benchlib.records import Records, drain_rate, latency_ms
+from benchlib.redis_server import RedisServer
+from systems.base import System
+
+Metrics = dict[str, float | None]
+
+
+@dataclass
+class Plan:
+    """Sizes and time bounds of one pass (full or smoke)."""
+
+    n: int = 2000            # pre-queued no-op tasks per drain
+    n_io: int = 1000         # pre-queued 1 ms tasks per drain
+    cores: int = 2
+    rates: tuple[tuple[int, float], ...] = ((100, 4.0), (1000, 2.0))  # (tasks/s, seconds)
+    drain_timeout: float = 40.0
+    settle: float = 0.3      # let late acks/finalizes reach Redis before reading stats
+
+
+class Pass:
+    """Runs the phases of one system in a fixed order and collects its metrics."""
+
+    def __init__(self, system: System, server: RedisServer, plan: Plan) -> None:
+        self.sys, self.server = system, server
+        self.plan = replace(plan, n=max(20, int(plan.n * system.scale)),
+                            n_io=max(10, int(plan.n_io * system.scale)))
+        self.seq = 0
+        self.m: Metrics = {}
+        self.notes: list[str] = []
+
+    def _seqs(self, n: int) -> range:
+        """A fresh range of task sequence numbers."""
+        r = range(self.seq, self.seq + n)
+        self.seq += n
+        return r
+
+    def _records(self) -> Records:
+        assert self.sys.records is not None
+        return self.sys.records
+
+    def _drain(self, key: str, seqs: range) -> bool:
+        """Wait for `seqs` to drain and store the steady-state rate under `key`."""
+        ok = self.sys.wait_drained(seqs, self.plan.drain_timeout)
+        recs = self._records().select(seqs)
+        self.m[key] = drain_rate(recs)
+        if not ok:
+            self.notes.append(f"{key}: only {len(recs)}/{len(seqs)} done in "
+                              f"{self.plan.drain_timeout:.0f}s")
+        return ok
+
+    def run(self) -> Metrics:
+        """All phases; every worker is stopped whatever happens."""
+        try:
+            self._noop_one_process()
+            self._noop_all_cores_and_latency()
+            self._io_drains()
+        finally:
+            self.sys.stop()
+        self.m["duplicates"] = float(self.sys.duplicates)
+        return self.m
+
+    def _noop_one_process(self) -> None:
+        """(a) enqueue rate, (b) 1-process drain, (d) commands, (e) memory."""
+        p, n = self.plan, self.plan.n
+        seqs = self._seqs(n)
+        c0, r0 = self.server.snapshot()
+        self.m["enqueue"] = self.sys.enqueue_many(seqs.start, n)["rate"]
+        c1, r1 = self.server.snapshot()
+        self.sys.start_worker(1)
+        self._drain("drain_1p", seqs)
+        time.sleep(p.settle)
+        c2, r2 = self.server.snapshot()
+        self.m["cmds_enqueue"] = (c1 - c0) / n
+        self.m["cmds_worker"] = (c2 - c1) / n
+        self.m["rtt_enqueue"] = (r1 - r0 - 1) / n
+        self.m["rtt_worker"] = (r2 - r1 - 1) / n
+        self.m["cmds_total"] = (c2 - c0) / n
+        self.m["rtt_total"] = (r2 - r0 - 2) / n
+        self.m["rss_1p"], self.m["pss_1p"] = procs.memory_mb(self.sys.worker_pids())
+        self.sys.stop()
+
+    def _noop_all_cores_and_latency(self) -> None:
+        """(b) drain with one process per core, then (c) latency at fixed rates."""
+        p = self.plan
+        seqs = self._seqs(p.n)
+        self.sys.enqueue_many(seqs.start, p.n)
+        self.sys.start_worker(p.cores)
+        if not self._drain(f"drain_{p.cores}p", seqs):
+            return
+        self.m[f"rss_{p.cores}p"], self.m[f"pss_{p.cores}p"] = procs.memory_mb(
+            self.sys.worker_pids())
+        warm = self._seqs(20)
+        self.sys.enqueue_many(warm.start, len(warm))
+        self.sys.wait_drained(warm, 10.0)
+        for rate, seconds in p.rates:
+            n = max(1, int(rate * seconds))
+            seqs = self._seqs(n)
+            got = self.sys.enqueue_many(seqs.start, n, rate=rate, timeout=seconds * 3 + 60)
+            if got["rate"] < 0.9 * rate:
+                self.notes.append(f"producer reached only {got['rate']:.0f}/s of {rate}/s")
+            done = self.sys.wait_drained(seqs, max(10.0, seconds * 2))
+            recs = self._records().select(seqs)
+            p50, p99 = latency_ms(recs)
+            if not done:
+                self.notes.append(f"latency@{rate}/s: {len(recs)}/{n} handled in time")
+                p99 = None
+            self.m[f"lat{rate}_p50"], self.m[f"lat{rate}_p99"] = p50, p99
+        self.sys.stop()
+
+    def _io_drains(self) -> None:
+        """(b') drains of pre-queued 1 ms-sleep tasks, one process then one per core."""
+        p = self.plan
+        for procs_n in (1, p.cores):
+            seqs = self._seqs(p.n_io)
+            self.sys.enqueue_many(seqs.start, p.n_io, kind="io")
+            self.sys.start_worker(procs_n)
+            self._drain(f"io_{procs_n}p", seqs)
+            self.sys.stop()

@@ -1,0 +1,154 @@
+"""Markdown table + PNG chart from per-run metrics; comparisons are per-run dtq/peer ratios."""
+
+from __future__ import annotations
+
+import os
+import platform
+import statistics
+from typing import Any
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402
+
+from systems.base import System  # noqa: E402
+
+Runs = list[dict[str, Any]]
+
+# (metric key, column header, better direction) — 'hi' higher is better, 'lo' lower is better
+COLUMNS: list[tuple[str, str, str]] = [
+    ("enqueue", "enqueue/s", "hi"),
+    ("drain_1p", "drain/s 1 proc", "hi"),
+    ("drain_2p", "drain/s 2 proc", "hi"),
+    ("io_1p", "1ms-io drain/s 1 proc", "hi"),
+    ("io_2p", "1ms-io drain/s 2 proc", "hi"),
+    ("lat100_p50", "p50 ms @100/s", "lo"),
+    ("lat100_p99", "p99 ms @100/s", "lo"),
+    ("lat1000_p50", "p50 ms @1000/s", "lo"),
+    ("lat1000_p99", "p99 ms @1000/s", "lo"),
+    ("cmds_total", "cmds/task", "lo"),
+    ("rtt_total", "round trips/task", "lo"),
+    ("rss_1p", "RSS MiB 1 proc", "lo"),
+    ("pss_1p", "PSS MiB 1 proc", "lo"),
+    ("pss_2p", "PSS MiB 2 proc", "lo"),
+]
+DETAIL: list[tuple[str, str]] = [
+    ("cmds_enqueue", "cmds/task enqueue"), ("rtt_enqueue", "round trips/task enqueue"),
+    ("cmds_worker", "cmds/task worker"), ("rtt_worker", "round trips/task worker"),
+    ("rss_2p", "RSS MiB 2 proc"), ("duplicates", "duplicate executions"),
+]
+
+
+def median_of(runs: Runs, key: str) -> float | None:
+    """Median over runs of one metric (runs without it are ignored)."""
+    vals = [r[key] for r in runs if r.get(key) is not None]
+    return statistics.median(vals) if vals else None
+
+
+def ratio_of(dtq: Runs, peer: Runs, key: str) -> float | None:
+    """Median over runs of dtq/peer, pairing run i of dtq with run i of the peer."""
+    vals = [a[key] / b[key] for a, b in zip(dtq, peer, strict=False)
+            if a.get(key) is not None and b.get(key)]
+    return statistics.median(vals) if vals else None
+
+
+def fmt(v: float | None) -> str:
+    """Compact number formatting; '—' for missing."""
+    if v is None:
+        return "—"
+    if abs(v) >= 100:
+        return f"{v:,.0f}"
+    return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
+
+
+def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
+    """Markdown table lines."""
+    out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
+    out += ["| " + " | ".join(r) + " |" for r in rows]
+    return out
+
+
+def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: dict[str, str],
+          results: dict[str, Runs], notes: dict[str, list[str]]) -> tuple[str, str]:
+    """Write <date>.md and <date>.png into out_dir; return their paths."""
+    os.makedirs(out_dir, exist_ok=True)
+    base = os.path.join(out_dir, meta["date"])
+    md_path, png_path = base + ".md", base + ".png"
+    names = [s.name for s in systems if s.name in results]
+    plan = meta["plan"]
+    lines = [f"# dtq benchmark — {meta['date']}{' (smoke)' if meta['smoke'] else ''}", ""]
+    lines += [f"Median of {meta['runs']} run(s) per figure; {os.cpu_count()} cores, "
+              f"{platform.platform()}, Python {meta['python']}, private redis-server "
+              f"{meta['redis']} on 127.0.0.1 (no persistence). Whole run took "
+              f"{meta['seconds']:.0f} s.", ""]
+    lines += ["## Results", ""]
+    rows = [[n] + [fmt(median_of(results[n], k)) for k, _, _ in COLUMNS] for n in names]
+    lines += _table(["system"] + [h for _, h, _ in COLUMNS], rows) + [""]
+    if "dtq" in results:
+        lines += ["## dtq / peer (median of per-run ratios)", "",
+                  "Throughput columns: >1 means dtq is faster. Latency, commands and memory "
+                  "columns: <1 means dtq uses less.", ""]
+        rows = [[n] + [fmt(ratio_of(results["dtq"], results[n], k)) for k, _, _ in COLUMNS]
+                for n in names if n != "dtq"]
+        lines += _table(["peer"] + [h for _, h, _ in COLUMNS], rows) + [""]
+    else:
+        reason = skipped.get("dtq", "not selected")
+        lines += [f"**dtq was not measured** ({reason}); no dtq/peer ratios in this file.", ""]
+    lines += ["## Details", ""]
+    rows = [[n] + [fmt(median_of(results[n], k)) for k, _ in DETAIL] for n in names]
+    lines += _table(["system"] + [h for _, h in DETAIL], rows) + [""]
+    lines += ["## Systems, configurations, delivery guarantee", ""]
+    rows = [[s.name, s.package + " " + s.version(), s.config, s.at_least_once]
+            for s in systems]
+    rows += [[n, "—", "skipped", r] for n, r in skipped.items()]
+    lines += _table(["system", "version", "configuration", "at-least-once?"], rows) + [""]
+    lines += ["## Method", "",
+              f"- Workload: handler records `time.time()` at its start and appends "
+              f"`seq enqueued started finished` to a per-process file (one `write()`, no Redis "
+              f"traffic). *no-op* returns at once; *1ms-io* sleeps 1 ms (`time.sleep` in sync "
+              f"handlers, `asyncio.sleep` in async ones). C = {meta['concurrency']} threads/async "
+              f"slots per process where the system has such a knob.",
+              f"- enqueue/s: {plan.n} single enqueue calls from one producer process, no worker "
+              f"running.",
+              f"- drain/s: {plan.n} no-op ({plan.n_io} 1ms-io) tasks pre-queued, then the worker "
+              f"starts; rate = tasks started after every busy process has begun / time to the "
+              f"last finish (excludes start-up).",
+              f"- latency: enqueue → handler start, producer paced at "
+              + ", ".join(f"{r}/s for {s:g} s" for r, s in plan.rates)
+              + f" against {plan.cores} worker processes already warm; '—' = not all handled "
+              f"in time.",
+              "- cmds/task: Δ `INFO commandstats` calls (commands run inside Lua scripts "
+              "included) over enqueue + 1-process drain, divided by tasks. round trips/task: "
+              "Δ `total_reads_processed` (one per request, pipeline or EVALSHA), same window; "
+              "the harness's own INFO calls are excluded. Worker start-up and idle polling "
+              "during the window count.",
+              "- memory: RSS and PSS (psutil) summed over the worker process tree after the "
+              "drain.", ""]
+    all_notes = [f"- {k}: {n}" for k, ns in notes.items() for n in ns]
+    if all_notes:
+        lines += ["## Notes", ""] + all_notes + [""]
+    with open(md_path, "w", encoding="utf-8") as fh:
+        fh.write("\n".join(lines))
+    chart(png_path, names, results, meta)
+    return md_path, png_path
+
+
+def chart(path: str, names: list[str], results: dict[str, Runs], meta: dict[str, Any]) -> None:
+    """Grid of bar charts, one per column, medians per system (dtq highlighted)."""
+    fig, axes = plt.subplots(3, 5, figsize=(20, 11))
+    colors = ["#d62728" if n == "dtq" else "#1f77b4" for n in names]
+    for ax, (key, header, better) in zip(axes.flat, COLUMNS, strict=False):
+        vals = [median_of(results[n], key) or 0.0 for n in names]
+        ax.bar(range(len(names)), vals, color=colors)
+        ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
+        ax.set_title(f"{header} ({'higher' if better == 'hi' else 'lower'} is better)",
+                     fontsize=9)
+        if key.startswith("lat") and any(vals):
+            ax.set_yscale("log")
+    for ax in list(axes.flat)[len(COLUMNS):]:
+        ax.axis("off")
+    fig.suptitle(f"dtq benchmark {meta['date']} — median of {meta['runs']} run(s)")
+    fig.tight_layout()
+    fig.savefig(path, dpi=80)
+    plt.close(fig)

@@ -1,0 +1,1 @@
+"""Minimal Django project + app used to benchmark dtq."""

@@ -1,0 +1,32 @@
+"""dtq producer side: sets up the bench Django project and enqueues dtqbench.tasks.noop."""
+
+from __future__ import annotations
+
+import os
+
+os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dtqbench.settings")
+
+import django  # noqa: E402
+
+django.setup()
+
+from dtqbench.tasks import noop  # noqa: E402
+
+
+class Producer:
+    """Enqueues with Task.enqueue (one submit script call per task, per dtq's design)."""
+
+    def enqueue(self, seq: int, ts: float, kind: str) -> None:
+        """Submit one task."""
+        noop.enqueue(seq, ts, kind)
+
+    def close(self) -> None:
+        """Nothing to release."""
+
+
+ASYNC = False
+
+
+def make_producer() -> Producer:
+    """Producer for produce.py."""
+    return Producer()

@@ -1,0 +1,104 @@
+"""The DTQ settings dict: defaults, lazy reading, reload on setting_changed."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.conf import settings as django_settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
+
+from dtq.engine.errors import ConfigurationError
+
+DEFAULTS: dict[str, Any] = {
+    # Connection
+    "REDIS_URL": "redis://127.0.0.1:6379/0",
+    "REDIS_CACHE": None,  # alias of a django-redis cache whose connection dtq should share
+    "KEY_PREFIX": "dtq",
+    "SHARDS": 1,
+    "SOCKET_TIMEOUT": 10.0,
+    "SOCKET_CONNECT_TIMEOUT": 5.0,
+    "BLOCK_TIMEOUT": 2.0,  # longest blocking read; must stay below SOCKET_TIMEOUT
+    # Delivery
+    "VISIBILITY_TIMEOUT": 300,  # idle seconds before the reaper's PEL backstop looks at an entry
+    "HEARTBEAT_INTERVAL": 2.0,
+    "LEASE_TIMEOUT": None,  # seconds a worker's claim lasts without renewal; None = 5 heartbeats
+    "TASK_MODULES": [],
+    "DEFAULT_QUEUE": "default",
+    "DEFAULT_MAX_ATTEMPTS": 3,
+    "RETRY_BASE": 1.0,
+    "RETRY_CAP": 300.0,
+    "RETRY_JITTER": 0.5,
+    "DEFAULT_TIMEOUT": None,  # seconds; None = no limit
+    # Retention and limits
+    "RESULT_TTL": 86400,
+    "RETENTION": 7 * 86400,
+    "DLQ_ENABLED": True,
+    "DLQ_RETENTION": 30 * 86400,
+    "EVENT_STREAM_MAXLEN": 10000,
+    "MAX_PAYLOAD_BYTES": 512 * 1024,
+    "MAX_DELAY": 366 * 86400,
+    "MAX_QUEUE_DEPTH": 0,  # 0 = unlimited; counts queued, running and scheduled tasks
+    "QUEUE_MAX_DEPTH": {},  # per-queue overrides of MAX_QUEUE_DEPTH
+    "IDEMPOTENCY_TTL": 86400,
+    # Processes
+    "SCHEDULER_INTERVAL": 0.5,
+    "SCHEDULER_BATCH": 500,
+    "REAPER_INTERVAL": 1.0,
+    "REAPER_BATCH": 200,
+    "FINALIZE_BATCH": 256,
+    "FINALIZE_FLUSH_MS": 1.0,
+    "WORKER_CONCURRENCY": 16,
+}
+
+
+class DtqSettings:
+    """Read access to settings.DTQ with defaults; unknown keys raise ConfigurationError."""
+
+    def __init__(self) -> None:
+        self._cache: dict[str, Any] | None = None
+
+    def _load(self) -> dict[str, Any]:
+        user = getattr(django_settings, "DTQ", {}) or {}
+        if not isinstance(user, dict):
+            raise ConfigurationError("settings.DTQ must be a dict")
+        unknown = sorted(set(user) - set(DEFAULTS))
+        if unknown:
+            raise ConfigurationError(f"unknown DTQ setting(s): {', '.join(unknown)}")
+        return {**DEFAULTS, **user}
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_"):
+            raise AttributeError(name)
+        if self._cache is None:
+            self._cache = self._load()
+        try:
+            return self._cache[name]
+        except KeyError:
+            raise AttributeError(f"no DTQ setting {name!r}") from None
+
+    @property
+    def lease_timeout(self) -> float:
+        """Seconds a claim stays valid without a heartbeat renewing it."""
+        lease = self.LEASE_TIMEOUT
+        return float(lease) if lease else max(5.0 * float(self.HEARTBEAT_INTERVAL), 3.0)
+
+    def max_depth(self, queue: str) -> int:
+        """Return the depth limit of a queue (0 = unlimited)."""
+        return int(self.QUEUE_MAX_DEPTH.get(queue, self.MAX_QUEUE_DEPTH) or 0)
+
+    def reload(self) -> None:
+        """Forget cached values so the next read sees the current settings."""
+        self._cache = None
+
+
+dtq_settings = DtqSettings()
+
+
+@receiver(setting_changed)
+def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DTQ":
+        dtq_settings.reload()
+        from dtq.engine import connection
+
+        connection.reset()

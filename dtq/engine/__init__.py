@@ -1,0 +1,1 @@
+"""The delivery engine: Redis keys, Lua scripts, submit, worker, scheduler and reaper."""

@@ -1,0 +1,43 @@
+"""JSON encoding for payloads, results and errors (never pickle)."""
+
+from __future__ import annotations
+
+import hashlib
+from typing import Any
+
+import orjson
+
+from dtq.engine.errors import PayloadError
+
+
+def dumps(value: Any) -> str:
+    """Encode value as compact JSON text."""
+    return orjson.dumps(value).decode()
+
+
+def loads(text: str | bytes) -> Any:
+    """Decode JSON text."""
+    return orjson.loads(text)
+
+
+def encode_payload(args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
+    """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes."""
+    try:
+        text = orjson.dumps({"args": list(args), "kwargs": kwargs})
+    except TypeError as exc:
+        raise PayloadError(f"task arguments must be JSON-serializable: {exc}") from None
+    if limit and len(text) > limit:
+        raise PayloadError(f"task arguments are {len(text)} bytes; the limit is {limit}")
+    return text.decode()
+
+
+def fingerprint(name: str, payload: str) -> str:
+    """Return a stable digest of a task name and payload, for idempotency checks."""
+    return hashlib.blake2b(f"{name}\0{payload}".encode(), digest_size=16).hexdigest()
+
+
+def truncate(text: str, limit: int) -> str:
+    """Cut text to at most limit characters, marking the cut (never mid-character)."""
+    if len(text) <= limit:
+        return text
+    return text[: max(limit - 20, 0)] + "\n...[truncated]"

@@ -1,0 +1,95 @@
+"""One Redis connection pool per process, with deliberate timeouts and reconnect backoff."""
+
+from __future__ import annotations
+
+import os
+import threading
+from typing import Any
+
+import redis
+import redis.asyncio as aioredis
+from redis.backoff import ExponentialBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+from redis.retry import Retry
+
+from dtq.conf import dtq_settings
+
+RETRY_ON = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
+
+_lock = threading.Lock()
+_clients: dict[str, Any] = {}
+_pid = os.getpid()
+
+
+def _options() -> dict[str, Any]:
+    # The socket timeout must outlast the longest BLOCK we send, or blocking reads fail.
+    return {
+        "socket_timeout": float(dtq_settings.SOCKET_TIMEOUT),
+        "socket_connect_timeout": float(dtq_settings.SOCKET_CONNECT_TIMEOUT),
+        "socket_keepalive": True,
+        "health_check_interval": 30,
+        "decode_responses": True,
+    }
+
+
+def redis_url() -> str:
+    """Return the Redis URL: REDIS_URL, or the LOCATION of the REDIS_CACHE cache."""
+    alias = dtq_settings.REDIS_CACHE
+    if not alias:
+        return str(dtq_settings.REDIS_URL)
+    from django.conf import settings
+
+    location = settings.CACHES[alias]["LOCATION"]
+    return str(location[0] if isinstance(location, (list, tuple)) else location)
+
+
+def _sync_client() -> redis.Redis:
+    return redis.Redis.from_url(
+        redis_url(),
+        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 6),
+        retry_on_error=RETRY_ON,
+        **_options(),
+    )
+
+
+def _async_client() -> aioredis.Redis:
+    from redis.asyncio.retry import Retry as AsyncRetry
+
+    return aioredis.Redis.from_url(
+        redis_url(),
+        retry=AsyncRetry(ExponentialBackoff(cap=2.0, base=0.05), 6),
+        retry_on_error=RETRY_ON,
+        **_options(),
+    )
+
+
+def _check_fork() -> None:
+    global _pid
+    if os.getpid() != _pid:  # a forked child must never share its parent's sockets
+        _clients.clear()
+        _pid = os.getpid()
+
+
+def get_client() -> redis.Redis:
+    """Return this process's synchronous client."""
+    _check_fork()
+    client = _clients.get("sync")
+    if client is None:
+        with _lock:
+            client = _clients.get("sync") or _sync_client()
+            _clients["sync"] = client
+    return client
+
+
+def new_async_client() -> aioredis.Redis:
+    """Return a new asyncio client (one per event loop; the caller closes it)."""
+    return _async_client()
+
+
+def reset() -> None:
+    """Drop cached clients, e.g. after the settings changed."""
+    with _lock:
+        client = _clients.pop("sync", None)
+    if client is not None:
+        client.close()

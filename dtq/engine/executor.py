@@ -1,0 +1,156 @@
+"""Run one attempt's handler and turn what happened into a finalize outcome."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+import time
+import traceback
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtq.engine import codec, registry
+from dtq.engine.errors import PermanentError, RetryableError, TaskCancelled, TaskTimeout
+from dtq.engine.retry import RetryPolicy
+
+MAX_MESSAGE = 2000
+MAX_TRACEBACK = 8000
+
+
+@dataclass(slots=True, eq=False)
+class Attempt:
+    """One claimed attempt of a task, held by this worker until finalized."""
+
+    id: str
+    entry: str
+    queue_index: int
+    band: int
+    name: str
+    payload: str
+    attempt: int
+    max_attempts: int
+    timeout: float | None
+    retry: str
+    idem: str
+    queue: str = ""
+    started_at: float = field(default_factory=time.time)
+    cancel: threading.Event = field(default_factory=threading.Event)
+    lost: bool = False  # the lease was taken away: the outcome will be fenced out anyway
+    handle: asyncio.Task[Any] | None = None
+
+
+@dataclass(slots=True)
+class Outcome:
+    """What finalize.lua records for an attempt."""
+
+    kind: str  # success | retry | fail | cancel
+    data: str  # result JSON on success, else error JSON {class, message}
+    history: str  # attempt history entry JSON
+    delay_ms: int = 0
+
+
+def _error_name(exc: BaseException) -> str:
+    cls = type(exc)
+    module = "dtq" if cls.__module__.startswith("dtq.") else cls.__module__
+    return f"{module}.{cls.__qualname__}"
+
+
+def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) -> str:
+    entry: dict[str, Any] = {
+        "attempt": att.attempt,
+        "worker": worker_id,
+        "started_at": att.started_at,
+        "ended_at": time.time(),
+        "outcome": kind,
+    }
+    if exc is not None:
+        entry["error"] = _error_name(exc)
+        entry["message"] = codec.truncate(str(exc), MAX_MESSAGE)
+        text = "".join(traceback.format_exception(exc))
+        entry["traceback"] = codec.truncate(text, MAX_TRACEBACK)
+    return codec.dumps(entry)
+
+
+def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -> Outcome:
+    """Classify a failed attempt: retry while attempts and policy allow, else fail."""
+    error = codec.dumps({"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)})
+    if isinstance(exc, TaskCancelled):
+        return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc))
+    if retryable and att.attempt < att.max_attempts:
+        delay = getattr(exc, "delay", None)
+        if delay is None:
+            delay = RetryPolicy.from_dict(codec.loads(att.retry) or None).delay(att.attempt)
+        return Outcome("retry", error, _record(att, worker_id, "retry", exc), int(delay * 1000))
+    return Outcome("fail", error, _record(att, worker_id, "failed", exc))
+
+
+def success(att: Attempt, worker_id: str, value: Any) -> Outcome:
+    """Encode a return value; an unserializable one fails the task permanently."""
+    try:
+        data = codec.dumps(value)
+    except TypeError as exc:
+        err = PermanentError(f"return value is not JSON-serializable: {exc}")
+        return failure(att, worker_id, err, retryable=False)
+    return Outcome("success", data, _record(att, worker_id, "succeeded", None))
+
+
+def prepare_call(att: Attempt, context: Any) -> tuple[Any, list[Any], dict[str, Any]]:
+    """Find the handler and decode its arguments; raise PermanentError when impossible."""
+    task = registry.get(att.name)
+    if task is None:
+        raise PermanentError(f"unknown task {att.name!r}: not in this worker's registry")
+    try:
+        payload = codec.loads(att.payload)
+        args, kwargs = list(payload["args"]), dict(payload["kwargs"])
+    except (ValueError, KeyError, TypeError) as exc:
+        raise PermanentError(f"undecodable payload: {exc}") from None
+    if task.takes_context:
+        args.insert(0, context)
+    return task, args, kwargs
+
+
+def _run_sync(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    from django.db import close_old_connections
+
+    close_old_connections()  # never start a task on a connection the database dropped
+    try:
+        return func(*args, **kwargs)
+    finally:
+        close_old_connections()
+
+
+async def execute(
+    att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
+) -> Outcome:
+    """Run the handler of one attempt and return its outcome (never raises)."""
+    try:
+        task, args, kwargs = prepare_call(att, context)
+    except PermanentError as exc:
+        return failure(att, worker_id, exc, retryable=False)
+    try:
+        if task.is_async:
+            value = await asyncio.wait_for(task.func(*args, **kwargs), att.timeout)
+        else:
+            future = asyncio.get_running_loop().run_in_executor(
+                pool, _run_sync, task.func, args, kwargs
+            )
+            try:
+                value = await asyncio.wait_for(asyncio.shield(future), att.timeout)
+            except TimeoutError:
+                on_stuck(att, future)  # the thread cannot be killed; it keeps its slot
+                raise
+    except TimeoutError:
+        exc = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
+        return failure(att, worker_id, exc, retryable=True)
+    except asyncio.CancelledError:
+        if att.cancel.is_set():
+            return failure(att, worker_id, TaskCancelled("cancelled on request"), False)
+        raise  # worker shutdown: leave the attempt unfinalized for the reaper
+    except (PermanentError, TaskCancelled) as exc:
+        return failure(att, worker_id, exc, retryable=False)
+    except RetryableError as exc:
+        return failure(att, worker_id, exc, retryable=True)
+    except Exception as exc:
+        return failure(att, worker_id, exc, retryable=task.should_retry(exc))
+    return success(att, worker_id, value)

@@ -1,0 +1,25 @@
+-- cancel.lua: cancel one task, or ask its worker to stop it.
+-- KEYS: lib layout with the task's queue block and its task block.
+-- ARGV after the header: 1 reason
+-- Reply: {'cancelled'} waiting tasks (PENDING, QUEUED, RETRYING) at once |
+--        {'requested'} a RUNNING task: the worker stops it and records CANCELLED |
+--        {'finished', state} already terminal | {'missing'} no such record
+local reason = ARGV[ARG0 + 1]
+local tk, ik = tkey(1, 1), tkey(1, 3)
+local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt')
+local id, state = r[1], r[2]
+if not id then return {'missing'} end
+if TERMINAL[state] then return {'finished', state} end
+if state == 'RUNNING' then
+  redis.call('HSET', tk, 'cancel', '1')
+  emit('TASK_CANCEL_REQUESTED', id, 1, state, r[5], {reason = reason})
+  return {'requested'}
+end
+redis.call('ZREM', KEYS[K_SCHEDULE], id)
+ack(1, r[3], r[4])
+redis.call('HSET', tk, 'delivery', '',
+  'error', cjson.encode({class = 'dtq.TaskCancelled', message = reason}))
+move(tk, id, 1, state, 'CANCELLED')
+emit('TASK_CANCELLED', id, 1, 'CANCELLED', r[5], {reason = reason})
+settle_idempotency(tk, ik, 'failed')
+return {'cancelled'}

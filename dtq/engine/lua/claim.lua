@@ -1,0 +1,43 @@
+-- claim.lua: turn entries just read by a worker into RUNNING attempts, or absorb them.
+-- KEYS: lib layout with one block per queue the worker serves and one task block per entry.
+-- ARGV after the header: 1 worker id, 2 lease (ms),
+--   then 3 fields per entry, in task-block order: queue index, band, entry id
+-- Reply: flat list of 11 fields per claimed task: id, entry id, queue index, band, name,
+--   payload, attempt, max attempts, timeout, retry policy, idempotency key. Expired and absorbed entries are
+--   acknowledged here and not returned.
+-- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
+-- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
+-- counted as absorbed, and never reaches a handler.
+local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
+local out = {}
+
+for ti = 1, NT do
+  local base = ARG0 + 2 + (ti - 1) * 3
+  local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
+  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
+    'attempt', 'max_attempts', 'timeout', 'retry', 'idem')
+  local id, state = r[1], r[2]
+  if not id or state ~= 'QUEUED' or r[3] ~= eid then
+    ack(qi, band, eid)
+    count(qi, 'absorbed')
+    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
+  elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
+    ack(qi, band, eid)
+    redis.call('HSET', tk, 'delivery', '')
+    move(tk, id, qi, 'QUEUED', 'EXPIRED')
+    emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
+    settle_idempotency(tk, ik, 'failed')
+  else
+    local attempt = tonumber(r[7]) + 1
+    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
+      'lease', NOW + lease_ms)
+    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    move(tk, id, qi, 'QUEUED', 'RUNNING')
+    emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
+    for _, v in ipairs({id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10], r[11]}) do
+      table.insert(out, v)
+    end
+  end
+end
+return out

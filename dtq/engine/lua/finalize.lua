@@ -1,0 +1,54 @@
+-- finalize.lua: record the outcome of a batch of finished attempts, then acknowledge them.
+-- KEYS: lib layout with the batch's queue blocks and one task block per outcome.
+-- ARGV after the header: 1 DLQ enabled ('1'/'0'),
+--   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
+--   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
+--   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
+-- Reply: one integer per outcome: 1 applied, 0 rejected by the fence.
+-- Per outcome the writes follow the delivery rules: attempt end -> status ->
+-- result / schedule / DLQ -> event -> idempotency record -> XACK.
+-- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
+-- claimed, so a worker that lost its lease cannot overwrite a newer attempt.
+local use_dlq = ARGV[ARG0 + 1]
+local out = {}
+
+for ti = 1, NT do
+  local b = ARG0 + 1 + (ti - 1) * 8
+  local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
+  local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt')
+  local id = r[1]
+  if not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt then
+    count(qi, 'stale')
+    emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
+    table.insert(out, 0)
+  else
+    add_history(tk, history)
+    redis.call('HDEL', tk, 'lease')
+    redis.call('ZREM', KEYS[K_RUNNING], id)
+    if outcome == 'success' then
+      redis.call('HSET', tk, 'delivery', '')
+      move(tk, id, qi, 'RUNNING', 'SUCCEEDED')
+      redis.call('SET', rk, data, 'EX', RESULT_TTL)
+      emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
+      settle_idempotency(tk, ik, 'completed')
+    elseif outcome == 'retry' then
+      local due = NOW + tonumber(delay)
+      redis.call('HSET', tk, 'error', data, 'delivery', '', 'run_after', due)
+      move(tk, id, qi, 'RUNNING', 'RETRYING')
+      redis.call('ZADD', KEYS[K_SCHEDULE], due, id)
+      emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
+    elseif outcome == 'cancel' then
+      redis.call('HSET', tk, 'error', data, 'delivery', '')
+      move(tk, id, qi, 'RUNNING', 'CANCELLED')
+      emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+      settle_idempotency(tk, ik, 'failed')
+    else
+      dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
+    end
+    ack(qi, band, eid)
+    table.insert(out, 1)
+  end
+end
+return out

@@ -1,0 +1,153 @@
+-- lib.lua: helpers prepended to every dtq script (not a script on its own).
+--
+-- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
+--   KEYS[1..6]   shared:  schedule (zset), running (zset id -> lease deadline ms),
+--                         events (stream), queues (set), paused (set), throughput bucket (hash)
+--   then one block of QB keys per queue (ARGV[1] blocks):
+--                         9 state indexes (zset id -> ms, in STATE_ORDER), stats (hash),
+--                         dlq (stream), stream band 0, band 1, band 2
+--   then one block of TB keys per task (ARGV[2] blocks):
+--                         task record (hash), result (string), idempotency record (hash)
+-- and the same ARGV header:
+--   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
+--   ARGV[4] pub/sub channel  ARGV[5] retention of terminal records (s)
+--   ARGV[6] result ttl (s)  ARGV[7] idempotency record ttl (s)  ARGV[8] consumer group
+--   ARGV[9 .. 8+nq] queue names, in block order; script arguments follow (see ARG0).
+
+local NSHARED, QB, TB = 6, 14, 3
+local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP = 1, 2, 3, 4, 5, 6
+local STATE_ORDER = {PENDING = 1, QUEUED = 2, RUNNING = 3, RETRYING = 4, SUCCEEDED = 5,
+  FAILED = 6, DEAD_LETTERED = 7, CANCELLED = 8, EXPIRED = 9}
+local TERMINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
+  EXPIRED = true}
+local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
+local COUNTER = {QUEUED = 'queued', RUNNING = 'started', RETRYING = 'retried',
+  SUCCEEDED = 'succeeded', FAILED = 'failed', DEAD_LETTERED = 'dead_lettered',
+  CANCELLED = 'cancelled', EXPIRED = 'expired'}
+
+local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
+local EVENTS_MAXLEN, CHANNEL = ARGV[3], ARGV[4]
+local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local GROUP = ARGV[8]
+local ARG0 = 8 + NQ  -- script arguments start at ARGV[ARG0 + 1]
+
+local t = redis.call('TIME')
+local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+
+local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
+local function qname(qi) return ARGV[8 + qi] end
+local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
+local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
+
+local function emit(etype, id, qi, state, attempt, extra)
+  local ev = {type = etype, task = id, queue = qname(qi), state = state,
+    attempt = tonumber(attempt) or 0, ts = NOW}
+  if extra then for k, v in pairs(extra) do ev[k] = v end end
+  local payload = cjson.encode(ev)
+  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', payload)
+  redis.call('PUBLISH', CHANNEL, payload)
+end
+
+local tp_touched = false
+local function count(qi, field, n)
+  redis.call('HINCRBY', qkey(qi, Q_STATS), field, n or 1)
+  redis.call('HINCRBY', KEYS[K_TP], qname(qi) .. ':' .. field, n or 1)
+  if not tp_touched then
+    redis.call('EXPIRE', KEYS[K_TP], 7200)  -- per-minute buckets: two hours of history
+    tp_touched = true
+  end
+end
+
+-- Move a task record between states, keeping indexes, counters and retention in step.
+local function move(tk, id, qi, old, new)
+  if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end
+  redis.call('ZADD', qkey(qi, STATE_ORDER[new]), NOW, id)
+  redis.call('HSET', tk, 'state', new, 'updated_at', NOW)
+  if COUNTER[new] then count(qi, COUNTER[new]) end
+  if TERMINAL[new] and not TERMINAL[old] then
+    redis.call('HSET', tk, 'finished_at', NOW)
+    redis.call('HINCRBY', qkey(qi, Q_STATS), 'active', -1)
+    redis.call('EXPIRE', tk, RETENTION)
+  end
+end
+
+-- Append one JSON object to the record's attempt history, keeping it a valid JSON array.
+local MAX_HISTORY = 100
+local function add_history(tk, entry_json)
+  local n = redis.call('HINCRBY', tk, 'history_n', 1)
+  if n > MAX_HISTORY then return end
+  local h = redis.call('HGET', tk, 'history')
+  if not h or h == '' or h == '[]' then
+    h = '[' .. entry_json .. ']'
+  else
+    h = string.sub(h, 1, -2) .. ',' .. entry_json .. ']'
+  end
+  redis.call('HSET', tk, 'history', h)
+end
+
+-- Acknowledge and delete a stream entry: acknowledged entries are the only ones we delete.
+local function ack(qi, band, eid)
+  if eid and eid ~= '' then
+    local s = stream_key(qi, band)
+    redis.call('XACK', s, GROUP, eid)
+    redis.call('XDEL', s, eid)
+  end
+end
+
+-- Add a fresh stream entry for the task's next attempt; it becomes the only valid delivery.
+local function deliver(tk, id, qi, band, next_attempt)
+  local eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt)
+  redis.call('HSET', tk, 'delivery', eid, 'enqueued_at', NOW)
+  return eid
+end
+
+-- Refresh the idempotency record when its task reaches a terminal state.
+local function settle_idempotency(tk, ik, outcome)
+  local key = redis.call('HGET', tk, 'idem')
+  if key and key ~= '' then
+    redis.call('HSET', ik, 'state', outcome)
+    redis.call('EXPIRE', ik, IDEM_TTL)
+  end
+end
+
+-- Send a task to the DLQ (or FAILED when the DLQ is off); error_json is {class, message}.
+local function dead_letter(tk, ik, id, qi, old, use_dlq, error_json)
+  local r = redis.call('HMGET', tk, 'name', 'payload', 'attempt', 'queue')
+  redis.call('HSET', tk, 'error', error_json, 'delivery', '')
+  if use_dlq == '1' then
+    local did = redis.call('XADD', qkey(qi, Q_DLQ), '*', 't', id, 'name', r[1], 'payload', r[2],
+      'queue', r[4], 'attempts', r[3], 'error', error_json, 'at', NOW)
+    redis.call('HSET', tk, 'dlq', did)
+    move(tk, id, qi, old, 'DEAD_LETTERED')
+    emit('TASK_DEAD_LETTERED', id, qi, 'DEAD_LETTERED', r[3])
+  else
+    move(tk, id, qi, old, 'FAILED')
+    emit('TASK_FAILED', id, qi, 'FAILED', r[3])
+  end
+  settle_idempotency(tk, ik, 'failed')
+end
+
+-- Take a RUNNING task away from a worker that stopped renewing its lease.
+-- The reclaim counts as an attempt: exhausted tasks go to the DLQ with a worker-lost error.
+local function reclaim_lost(tk, ik, id, qi, use_dlq)
+  local r = redis.call('HMGET', tk, 'attempt', 'max_attempts', 'band', 'delivery', 'worker',
+    'started_at')
+  local attempt, max_attempts, band, eid = tonumber(r[1]), tonumber(r[2]), r[3], r[4]
+  local message = 'worker ' .. (r[5] or '?') .. ' stopped renewing its lease'
+  add_history(tk, cjson.encode({attempt = attempt, worker = r[5], started_at = tonumber(r[6]),
+    ended_at = NOW, outcome = 'lost', error = 'dtq.WorkerLost', message = message}))
+  redis.call('ZREM', KEYS[K_RUNNING], id)
+  redis.call('HDEL', tk, 'lease')
+  ack(qi, band, eid)
+  count(qi, 'reclaimed')
+  local err = cjson.encode({class = 'dtq.WorkerLost', message = message})
+  if attempt >= max_attempts then
+    dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, err)
+    return 'dead'
+  end
+  redis.call('HSET', tk, 'error', err)
+  deliver(tk, id, qi, band, attempt + 1)
+  move(tk, id, qi, 'RUNNING', 'QUEUED')
+  emit('TASK_RECLAIMED', id, qi, 'QUEUED', attempt, {worker = r[5]})
+  return 'requeued'
+end

@@ -1,0 +1,26 @@
+-- reclaim.lua: take back RUNNING tasks whose lease ran out (their worker died or stalled).
+-- KEYS: lib layout with the batch's queue blocks and one task block per task.
+-- ARGV after the header: 1 DLQ enabled ('1'/'0'), then 2 fields per task: queue index, task id
+-- Reply: {requeued, dead_lettered, skipped}
+-- The reclaim counts as an attempt, so a task that kills its worker every time ends in the
+-- DLQ instead of looping. A task whose lease is still valid is left alone.
+local use_dlq = ARGV[ARG0 + 1]
+local requeued, dead, skipped = 0, 0, 0
+
+for ti = 1, NT do
+  local qi, id = tonumber(ARGV[ARG0 + 2 * ti]), ARGV[ARG0 + 2 * ti + 1]
+  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local r = redis.call('HMGET', tk, 'state', 'lease')
+  if r[1] ~= 'RUNNING' then
+    redis.call('ZREM', KEYS[K_RUNNING], id)  -- index entry left behind; nothing to reclaim
+    skipped = skipped + 1
+  elseif tonumber(r[2] or '0') > NOW then
+    redis.call('ZADD', KEYS[K_RUNNING], r[2], id)  -- renewed since the reaper looked
+    skipped = skipped + 1
+  elseif reclaim_lost(tk, ik, id, qi, use_dlq) == 'dead' then
+    dead = dead + 1
+  else
+    requeued = requeued + 1
+  end
+end
+return {requeued, dead, skipped}

@@ -1,0 +1,37 @@
+-- reconcile.lua: settle stream entries found pending too long or held by a dead consumer.
+-- KEYS: lib layout with the batch's queue blocks and one task block per entry.
+-- ARGV after the header: 1 DLQ enabled ('1'/'0'),
+--   then 3 fields per entry: queue index, band, entry id
+-- Reply: {redelivered, reclaimed, absorbed, left}
+-- This is the backstop behind leases: whatever state the record is in, the entry ends either
+-- acknowledged, replaced by a fresh delivery, or (task still RUNNING under a live lease) left.
+local use_dlq = ARGV[ARG0 + 1]
+local redelivered, reclaimed, absorbed, left = 0, 0, 0, 0
+
+for ti = 1, NT do
+  local b = ARG0 + 1 + (ti - 1) * 3
+  local qi, band, eid = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
+  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'lease', 'attempt')
+  local id, state = r[1], r[2]
+  if id and r[3] == eid and state == 'RUNNING' then
+    if tonumber(r[4] or '0') > NOW then
+      left = left + 1
+    else
+      reclaim_lost(tk, ik, id, qi, use_dlq)
+      reclaimed = reclaimed + 1
+    end
+  elseif id and r[3] == eid and state == 'QUEUED' then
+    -- Read by a consumer that died before claiming it: deliver it afresh, same attempt.
+    ack(qi, band, eid)
+    deliver(tk, id, qi, band, tonumber(r[5]) + 1)
+    emit('TASK_REDELIVERED', id, qi, 'QUEUED', r[5], {entry = eid})
+    redelivered = redelivered + 1
+  else
+    ack(qi, band, eid)
+    count(qi, 'absorbed')
+    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[5], {entry = eid})
+    absorbed = absorbed + 1
+  end
+end
+return {redelivered, reclaimed, absorbed, left}

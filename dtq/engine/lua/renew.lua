@@ -1,0 +1,21 @@
+-- renew.lua: extend the leases of the attempts a live worker holds (its heartbeat).
+-- KEYS: lib layout with no queue blocks and one task block per held attempt.
+-- ARGV after the header: 1 lease (ms), then 3 fields per attempt: task id, entry id, attempt
+-- Reply: one integer per attempt: 0 lost (reclaimed or finished elsewhere; stop working on
+--   it), 1 renewed, 2 renewed and a cancel was requested.
+local lease_ms = tonumber(ARGV[ARG0 + 1])
+local out = {}
+for ti = 1, NT do
+  local b = ARG0 + 1 + (ti - 1) * 3
+  local id, eid, attempt = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
+  local tk = tkey(ti, 1)
+  local r = redis.call('HMGET', tk, 'state', 'delivery', 'attempt', 'cancel')
+  if r[1] == 'RUNNING' and r[2] == eid and r[3] == attempt then
+    redis.call('HSET', tk, 'lease', NOW + lease_ms)
+    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    table.insert(out, r[4] == '1' and 2 or 1)
+  else
+    table.insert(out, 0)
+  end
+end
+return out

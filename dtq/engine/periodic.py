@@ -1,0 +1,96 @@
+"""A role that repeats one pass (scheduler, reaper) with liveness and clean stops."""
+
+from __future__ import annotations
+
+import logging
+import os
+import socket
+import threading
+import time
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from dtq.conf import dtq_settings
+from dtq.engine import layout
+from dtq.engine.connection import get_client
+from dtq.engine.keys import Keys
+from dtq.engine.scripts import Scripts
+
+
+class Periodic:
+    """Runs run_once() until stopped; subclasses set `role` and implement run_once()."""
+
+    role = "periodic"
+
+    def __init__(self, process_id: str | None = None) -> None:
+        self.process_id = process_id or f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
+        self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
+        self.stopped = threading.Event()
+        self.log = logging.getLogger(f"dtq.{self.role}")
+
+    @property
+    def client(self) -> Any:
+        return get_client()
+
+    @property
+    def scripts(self) -> Scripts:
+        return Scripts.of(self.client)
+
+    def interval(self) -> float:
+        """Return how long to wait before the next pass."""
+        return 1.0
+
+    def run_once(self) -> Any:
+        """Do one pass; return something truthy when there may be more work right away."""
+        raise NotImplementedError
+
+    def run(self) -> None:
+        """Repeat passes until stop(); Redis errors back off and never end the loop."""
+        self.log.info("%s started process_id=%s", self.role, self.process_id)
+        backoff = 0.1
+        while not self.stopped.is_set():
+            try:
+                self._beat()
+                busy = self.run_once()
+                backoff = 0.1
+            except RedisError as exc:
+                self.log.warning("redis error, retrying in %.1fs: %s", backoff, exc)
+                self.stopped.wait(backoff)
+                backoff = min(backoff * 2, 5.0)
+                continue
+            if not busy:
+                self.stopped.wait(self.interval())
+        self.client.delete(self.keys.process(self.role, self.process_id))
+        self.log.info("%s stopped process_id=%s", self.role, self.process_id)
+
+    def _beat(self) -> None:
+        ttl = max(int(3 * float(dtq_settings.REAPER_INTERVAL) + 5), 10)
+        self.client.set(self.keys.process(self.role, self.process_id), time.time(), ex=ttl)
+
+    def stop(self) -> None:
+        """Ask the loop to end after the current pass."""
+        self.stopped.set()
+
+    def start_thread(self) -> threading.Thread:
+        """Run this role on a daemon thread (dtq_worker --with-scheduler/--with-reaper)."""
+        thread = threading.Thread(target=self.run, name=f"dtq-{self.role}", daemon=True)
+        thread.start()
+        return thread
+
+    def refs_of(self, task_ids: list[str]) -> tuple[list[str], list[layout.TaskRef], list[int]]:
+        """Look up the queue of each task in one round trip.
+
+        Returns (queues, task refs, queue index per task) ready for layout.build. A task whose
+        record is gone gets the default queue: scripts only need some block to drop it.
+        """
+        pipe = self.client.pipeline(transaction=False)
+        for task_id in task_ids:
+            pipe.hmget(self.keys.task(task_id), "queue", "idem")
+        queues: list[str] = []
+        refs, indexes = [], []
+        for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True):
+            queue = queue or dtq_settings.DEFAULT_QUEUE
+            indexes.append(layout.queue_index(queues, queue))
+            refs.append(layout.TaskRef(task_id, queue, idem or ""))
+        return queues, refs, indexes

@@ -1,0 +1,156 @@
+"""The reaper: recover attempts of dead or stalled workers, and apply retention."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import failpoints, layout
+from dtq.engine.keys import BANDS, GROUP
+from dtq.engine.layout import STATE_ORDER
+from dtq.engine.periodic import Periodic
+from dtq.engine.state import TERMINAL_STATES
+
+RETENTION_EVERY = 60.0  # seconds between retention sweeps
+
+
+class Reaper(Periodic):
+    """Reclaims expired leases, settles entries of dead consumers, backstops the PEL."""
+
+    role = "reaper"
+
+    def __init__(self, process_id: str | None = None) -> None:
+        super().__init__(process_id)
+        self.cursors: dict[str, str] = {}
+        self.last_retention = 0.0
+
+    def interval(self) -> float:
+        return float(dtq_settings.REAPER_INTERVAL)
+
+    def run_once(self) -> int:
+        """Do one pass of every duty; return how many tasks or entries were settled."""
+        settled = self.reclaim_expired_leases()
+        settled += self.settle_dead_consumers()
+        settled += self.sweep_idle_entries()
+        if time.monotonic() - self.last_retention > RETENTION_EVERY:
+            self.apply_retention()
+            self.last_retention = time.monotonic()
+        return settled
+
+    @property
+    def _dlq(self) -> str:
+        return "1" if dtq_settings.DLQ_ENABLED else "0"
+
+    def reclaim_expired_leases(self) -> int:
+        """Requeue (or dead-letter) RUNNING tasks whose lease ran out."""
+        batch = int(dtq_settings.REAPER_BATCH)
+        now_ms = int(time.time() * 1000)
+        ids = self.client.zrangebyscore(self.keys.running, "-inf", now_ms, start=0, num=batch)
+        if not ids:
+            return 0
+        queues, refs, indexes = self.refs_of(ids)
+        args = [v for qi, task_id in zip(indexes, ids, strict=True) for v in (qi, task_id)]
+        keys, argv = layout.build(self.keys, queues, refs)
+        requeued, dead, _ = self.scripts.reclaim(keys=keys, args=[*argv, self._dlq, *args])
+        if requeued or dead:
+            self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
+        if failpoints.ACTIVE:
+            failpoints.hit("reaper.after_reclaim")
+        return int(requeued) + int(dead)
+
+    def _streams(self, queues: list[str]) -> list[tuple[str, int, str]]:
+        return [(q, band, self.keys.stream(q, band)) for q in queues for band in BANDS]
+
+    def _known_queues(self) -> list[str]:
+        return sorted(self.client.smembers(self.keys.queues))
+
+    def settle_dead_consumers(self) -> int:
+        """Settle entries read by workers whose heartbeat stopped, then forget those workers."""
+        cutoff = time.time() - 2 * dtq_settings.lease_timeout
+        dead = self.client.zrangebyscore(self.keys.workers, "-inf", cutoff)
+        settled = 0
+        for worker_id in dead:
+            remaining = 0
+            for queue, band, stream in self._streams(self._known_queues()):
+                pending = self._pending_of(stream, worker_id)
+                remaining += len(pending)
+                if pending:
+                    entries = self.client.xclaim(stream, GROUP, self.process_id, 0, pending)
+                    settled += self._reconcile(queue, band, entries)
+            if not remaining:
+                self._forget(worker_id)
+        return settled
+
+    def _pending_of(self, stream: str, consumer: str) -> list[str]:
+        if not self.client.exists(stream):
+            return []
+        try:
+            rows = self.client.xpending_range(stream, GROUP, "-", "+", 100, consumername=consumer)
+        except Exception as exc:  # NOGROUP: nothing was ever read from this stream
+            if "NOGROUP" in str(exc):
+                return []
+            raise
+        return [row["message_id"] for row in rows]
+
+    def _forget(self, worker_id: str) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for _, _, stream in self._streams(self._known_queues()):
+            pipe.execute_command("XGROUP", "DELCONSUMER", stream, GROUP, worker_id)
+        pipe.zrem(self.keys.workers, worker_id)
+        pipe.delete(self.keys.worker(worker_id))
+        pipe.execute(raise_on_error=False)
+        self.log.info("forgot dead worker worker_id=%s", worker_id)
+
+    def sweep_idle_entries(self) -> int:
+        """Backstop: settle entries pending longer than VISIBILITY_TIMEOUT, whoever holds them."""
+        idle_ms = int(float(dtq_settings.VISIBILITY_TIMEOUT) * 1000)
+        batch = int(dtq_settings.REAPER_BATCH)
+        settled = 0
+        for queue, band, stream in self._streams(self._known_queues()):
+            if not self.client.exists(stream):
+                continue
+            cursor = self.cursors.get(stream, "0-0")
+            try:
+                reply = self.client.xautoclaim(stream, GROUP, self.process_id, idle_ms,
+                                               start_id=cursor, count=batch)
+            except Exception as exc:
+                if "NOGROUP" in str(exc):
+                    continue
+                raise
+            # Redis 6.2 replies (cursor, entries); 7.0+ adds a third element: deleted ids.
+            self.cursors[stream] = reply[0]
+            settled += self._reconcile(queue, band, [e for e in reply[1] if e and e[1]])
+        return settled
+
+    def _reconcile(self, queue: str, band: int, entries: list[Any]) -> int:
+        if not entries:
+            return 0
+        refs, args = [], []
+        for entry_id, fields in entries:
+            task_id = (fields or {}).get("t") or "gone"
+            refs.append(layout.TaskRef(task_id, queue, self._idem(task_id)))
+            args += [1, band, entry_id]
+        keys, argv = layout.build(self.keys, [queue], refs)
+        redelivered, reclaimed, absorbed, _ = self.scripts.reconcile(
+            keys=keys, args=[*argv, self._dlq, *args]
+        )
+        self.log.info("settled pending entries queue=%s redelivered=%s reclaimed=%s absorbed=%s",
+                      queue, redelivered, reclaimed, absorbed)
+        return int(redelivered) + int(reclaimed) + int(absorbed)
+
+    def _idem(self, task_id: str) -> str:
+        return self.client.hget(self.keys.task(task_id), "idem") or ""
+
+    def apply_retention(self) -> None:
+        """Drop index entries of terminal tasks past retention, and DLQ entries past theirs."""
+        now = time.time()
+        cutoff_ms = int((now - float(dtq_settings.RETENTION)) * 1000)
+        dlq_cutoff = int((now - float(dtq_settings.DLQ_RETENTION)) * 1000)
+        pipe = self.client.pipeline(transaction=False)
+        for queue in self._known_queues():
+            for state in STATE_ORDER:
+                if state in TERMINAL_STATES:
+                    pipe.zremrangebyscore(self.keys.index(queue, state), "-inf", cutoff_ms)
+            pipe.xtrim(self.keys.dlq(queue), minid=f"{dlq_cutoff}-0")
+        pipe.execute()

@@ -1,0 +1,39 @@
+"""The scheduler: promote delayed and retrying tasks whose time has come."""
+
+from __future__ import annotations
+
+import time
+
+from dtq.conf import dtq_settings
+from dtq.engine import failpoints, layout
+from dtq.engine.periodic import Periodic
+
+
+class Scheduler(Periodic):
+    """Moves due schedule members onto their streams; any number may run at once."""
+
+    role = "scheduler"
+
+    def run_once(self) -> int:
+        """Promote up to SCHEDULER_BATCH due tasks; return how many were handled."""
+        batch = int(dtq_settings.SCHEDULER_BATCH)
+        now_ms = int(time.time() * 1000)
+        due = self.client.zrangebyscore(self.keys.schedule, "-inf", now_ms, start=0, num=batch)
+        if not due:
+            return 0
+        queues, refs, indexes = self.refs_of(due)
+        args = [v for qi, task_id in zip(indexes, due, strict=True) for v in (qi, task_id)]
+        keys, argv = layout.build(self.keys, queues, refs)
+        promoted, expired, dropped = self.scripts.promote(keys=keys, args=[*argv, *args])
+        if failpoints.ACTIVE:
+            failpoints.hit("scheduler.after_promote")
+        self.log.debug("promoted=%s expired=%s dropped=%s", promoted, expired, dropped)
+        return len(due) if len(due) == batch else 0
+
+    def interval(self) -> float:
+        """Sleep until the next member is due, but never longer than SCHEDULER_INTERVAL."""
+        limit = float(dtq_settings.SCHEDULER_INTERVAL)
+        head = self.client.zrange(self.keys.schedule, 0, 0, withscores=True)
+        if not head:
+            return limit
+        return min(max(head[0][1] / 1000 - time.time(), 0.005), limit)

@@ -1,0 +1,45 @@
+"""Load the Lua scripts once and call them by SHA (redis-py reloads them after a restart)."""
+
+from __future__ import annotations
+
+from functools import cache
+from importlib import resources
+from typing import Any
+
+NAMES = (
+    "submit", "read", "claim", "finalize", "promote", "reclaim", "reconcile", "renew", "cancel",
+)
+
+
+@cache
+def source(name: str) -> str:
+    """Return the full text of a script: lib.lua followed by the script's own body."""
+    folder = resources.files("dtq.engine") / "lua"
+    lib = (folder / "lib.lua").read_text()
+    return lib + "\n" + (folder / f"{name}.lua").read_text()
+
+
+class Scripts:
+    """The registered scripts of one client, as attributes (scripts.submit(...))."""
+
+    def __init__(self, client: Any) -> None:
+        self._client = client
+        self._loaded: dict[str, Any] = {}
+
+    @classmethod
+    def of(cls, client: Any) -> Scripts:
+        """Return the Scripts bound to client, created once per client."""
+        scripts = getattr(client, "_dtq_scripts", None)
+        if scripts is None:
+            scripts = cls(client)
+            client._dtq_scripts = scripts
+        return scripts
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("_") or name not in NAMES:
+            raise AttributeError(name)
+        script = self._loaded.get(name)
+        if script is None:
+            script = self._client.register_script(source(name))
+            self._loaded[name] = script
+        return script

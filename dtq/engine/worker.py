@@ -1,0 +1,368 @@
+"""The worker: read and claim in batches, run handlers, finalize in batches, heartbeat."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import socket
+import time
+from concurrent.futures import Future, ThreadPoolExecutor
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from dtq.conf import dtq_settings
+from dtq.engine import codec, failpoints, layout
+from dtq.engine.connection import new_async_client
+from dtq.engine.executor import Attempt, Outcome, execute
+from dtq.engine.keys import Keys
+from dtq.engine.scripts import Scripts
+
+log = logging.getLogger("dtq.worker")
+
+
+class Worker:
+    """Runs tasks from a set of queues until stopped; one asyncio loop per process."""
+
+    def __init__(
+        self,
+        queues: list[str],
+        *,
+        concurrency: int = 16,
+        worker_id: str | None = None,
+        burst: bool = False,
+        max_tasks: int | None = None,
+        shutdown_timeout: float = 30.0,
+    ) -> None:
+        self.queues = list(dict.fromkeys(queues))
+        self.concurrency = concurrency
+        self.worker_id = worker_id or f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
+        self.burst = burst
+        self.max_tasks = max_tasks
+        self.shutdown_timeout = shutdown_timeout
+        self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
+        self.held: dict[str, Attempt] = {}
+        self.stuck: set[Attempt] = set()
+        self.outbox: list[tuple[Attempt, Outcome]] = []
+        self.processed = 0
+        self.claimed = 0
+        self.stopping = False
+        self.exit_code = 0
+        self._client: Any = None
+        self._waiter: Any = None
+        self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dtq-task")
+        self._changed: asyncio.Event | None = None
+        self._flush_now: asyncio.Event | None = None
+
+    # ----- lifecycle -------------------------------------------------------------------
+
+    def run(self) -> int:
+        """Run until stopped by a signal, --burst or --max-tasks; return the exit code."""
+        asyncio.run(self.main())
+        return self.exit_code
+
+    async def main(self) -> None:
+        """Start the fetch, flush and heartbeat loops and wait for a clean stop."""
+        self._client = new_async_client()
+        self._waiter = new_async_client()  # blocking reads get their own connection
+        self._scripts = Scripts.of(self._client)
+        self._changed = asyncio.Event()
+        self._flush_now = asyncio.Event()
+        self._install_signals()
+        log.info("worker started worker_id=%s queues=%s concurrency=%s",
+                 self.worker_id, ",".join(self.queues), self.concurrency)
+        loops = [asyncio.create_task(self._heartbeat_loop()),
+                 asyncio.create_task(self._flush_loop())]
+        try:
+            await self._fetch_loop()
+            await self._drain()
+        finally:
+            for task in loops:
+                task.cancel()
+            await asyncio.gather(*loops, return_exceptions=True)
+            await self._deregister()
+            await self._client.aclose()
+            await self._waiter.aclose()
+            self._pool.shutdown(wait=False, cancel_futures=True)
+            log.info("worker stopped worker_id=%s processed=%s", self.worker_id, self.processed)
+
+    def _install_signals(self) -> None:
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, self._on_signal)
+
+    def _on_signal(self) -> None:
+        if self.stopping:
+            log.warning("second signal: stopping now; held tasks stay for the reaper")
+            os._exit(1)
+        log.info("signal received: draining (send again to stop now)")
+        self.stop()
+
+    def stop(self) -> None:
+        """Stop taking new tasks; running ones finish and are finalized."""
+        self.stopping = True
+        self._poke()
+
+    def _poke(self) -> None:
+        if self._changed is not None:
+            self._changed.set()
+
+    async def _drain(self) -> None:
+        deadline = time.monotonic() + self.shutdown_timeout
+        while (self.held or self.outbox) and time.monotonic() < deadline:
+            self._flush_now.set()  # type: ignore[union-attr]
+            await asyncio.sleep(0.01)
+        await self._flush()
+        if self.held:
+            log.warning("shutdown timeout: %s task(s) left for the reaper", len(self.held))
+
+    # ----- fetching --------------------------------------------------------------------
+
+    @property
+    def free(self) -> int:
+        """Slots this worker can fill now (held attempts and stuck threads use one each)."""
+        return self.concurrency - len(self.held) - len(self.stuck)
+
+    async def _fetch_loop(self) -> None:
+        backoff = 0.05
+        while not self.stopping:
+            try:
+                await self._fetch_once()
+                backoff = 0.05
+            except RedisError as exc:
+                log.warning("redis error while fetching, retrying in %.2fs: %s", backoff, exc)
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, 5.0)
+
+    async def _fetch_once(self) -> None:
+        assert self._changed is not None
+        if self.free <= 0:
+            self._changed.clear()
+            await self._changed.wait()
+            return
+        entries, watch = await self._read(self.free)
+        if entries:
+            if failpoints.ACTIVE:
+                failpoints.hit("worker.after_read")
+            await self._claim(entries)
+        elif self.burst and not self.held and not self.outbox:
+            self.stop()
+        elif watch or not self.held:
+            await self._wait_for_new(watch)
+
+    async def _read(self, capacity: int) -> tuple[list[Any], list[str]]:
+        keys, argv = layout.build(self.keys, self.queues)
+        reply = await self._scripts.read(keys=keys, args=[*argv, self.worker_id, capacity])
+        return reply[0], reply[1]
+
+    async def _wait_for_new(self, watch: list[str]) -> None:
+        """Block until a new entry lands on a watched stream, a slot frees, or a timeout."""
+        timeout = float(dtq_settings.BLOCK_TIMEOUT)
+        if not watch:
+            await self._sleep_or_poke(timeout)
+            return
+        streams = dict(zip(watch[::2], watch[1::2], strict=True))
+        read = asyncio.ensure_future(
+            self._waiter.xread(streams, count=1, block=int(timeout * 1000))
+        )
+        assert self._changed is not None
+        self._changed.clear()
+        poked = asyncio.ensure_future(self._changed.wait())
+        await asyncio.wait({read, poked}, return_when=asyncio.FIRST_COMPLETED)
+        poked.cancel()
+        if not read.done():
+            read.cancel()
+            # A cancelled blocking read leaves its connection mid-reply: reconnect it.
+            await self._waiter.connection_pool.disconnect()
+        elif read.exception() is not None:
+            raise read.exception()  # type: ignore[misc]
+
+    async def _sleep_or_poke(self, timeout: float) -> None:
+        assert self._changed is not None
+        self._changed.clear()
+        try:
+            await asyncio.wait_for(self._changed.wait(), timeout)
+        except TimeoutError:
+            pass
+
+    async def _claim(self, entries: list[Any]) -> None:
+        refs, args = [], []
+        for i in range(0, len(entries), 4):
+            qi, band, eid, task_id = entries[i : i + 4]
+            refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1]))
+            args += [qi, band, eid]
+        keys, argv = layout.build(self.keys, self.queues, refs)
+        lease_ms = int(dtq_settings.lease_timeout * 1000)
+        reply = await self._scripts.claim(keys=keys, args=[*argv, self.worker_id, lease_ms, *args])
+        for i in range(0, len(reply), 11):
+            self._start(Attempt(*self._attempt_fields(reply[i : i + 11])))
+        if failpoints.ACTIVE and reply:
+            failpoints.hit("worker.after_claim")
+
+    def _attempt_fields(self, row: list[Any]) -> tuple[Any, ...]:
+        task_id, eid, qi, band, name, payload, attempt, max_attempts, timeout, retry, idem = row
+        return (task_id, eid, int(qi), int(band), name, payload, int(attempt),
+                int(max_attempts), float(timeout) if timeout else None, retry, idem or "",
+                self.queues[int(qi) - 1])
+
+    # ----- running ---------------------------------------------------------------------
+
+    def _start(self, att: Attempt) -> None:
+        self.held[att.id] = att
+        self.claimed += 1
+        att.handle = asyncio.create_task(self._run(att))
+
+    async def _run(self, att: Attempt) -> None:
+        from dtq.task import TaskContext
+
+        deadline = att.started_at + att.timeout if att.timeout else None
+        context = TaskContext(task_id=att.id, attempt=att.attempt, max_attempts=att.max_attempts,
+                              queue_name=att.queue, worker_id=self.worker_id,
+                              deadline=deadline, _cancel=att.cancel)
+        try:
+            outcome = await execute(att, self.worker_id, context, self._pool, self._on_stuck)
+        except asyncio.CancelledError:
+            return  # hard stop: the attempt stays RUNNING until its lease runs out
+        if failpoints.ACTIVE:
+            failpoints.hit("worker.after_handler")
+        self.outbox.append((att, outcome))
+        if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
+            self._flush_now.set()  # type: ignore[union-attr]
+
+    def _on_stuck(self, att: Attempt, future: Future[Any] | asyncio.Future[Any]) -> None:
+        """Keep counting a timed-out sync handler's thread against capacity until it ends."""
+        self.stuck.add(att)
+        log.warning("task_id=%s timed out after %ss; its thread keeps running (stuck=%s)",
+                    att.id, att.timeout, len(self.stuck))
+        loop = asyncio.get_running_loop()
+
+        def release(_: Any) -> None:
+            loop.call_soon_threadsafe(self._unstick, att)
+
+        future.add_done_callback(release)
+        if len(self.stuck) >= self.concurrency:
+            log.error("every slot is held by a stuck thread: exiting so a supervisor restarts us")
+            self.exit_code = 3
+            self.stop()
+
+    def _unstick(self, att: Attempt) -> None:
+        self.stuck.discard(att)
+        self._poke()
+
+    # ----- finalizing ------------------------------------------------------------------
+
+    async def _flush_loop(self) -> None:
+        assert self._flush_now is not None
+        pause = float(dtq_settings.FINALIZE_FLUSH_MS) / 1000
+        while True:
+            await self._flush_now.wait()
+            self._flush_now.clear()
+            if pause and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH):
+                await asyncio.sleep(pause)  # let concurrent handlers join this batch
+            try:
+                await self._flush()
+            except RedisError as exc:
+                log.warning("redis error while finalizing, retrying: %s", exc)
+                await asyncio.sleep(0.2)
+                self._flush_now.set()
+
+    async def _flush(self) -> None:
+        while self.outbox:
+            batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
+            await self._finalize(batch)
+            del self.outbox[: len(batch)]
+            for att, _ in batch:
+                self.held.pop(att.id, None)
+            self.processed += len(batch)
+            if failpoints.ACTIVE:
+                failpoints.hit("worker.after_finalize")
+            if self.max_tasks and self.processed >= self.max_tasks:
+                self.stop()
+            self._poke()
+
+    async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
+        queues: list[str] = []
+        refs, args = [], []
+        for att, out in batch:
+            qi = layout.queue_index(queues, att.queue)
+            refs.append(layout.TaskRef(att.id, att.queue, att.idem))
+            args += [qi, att.band, att.entry, att.attempt, out.kind, out.data, out.history,
+                     out.delay_ms]
+        keys, argv = layout.build(self.keys, queues, refs)
+        dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
+        applied = await self._scripts.finalize(keys=keys, args=[*argv, dlq, *args])
+        for (att, _), ok in zip(batch, applied, strict=True):
+            if not ok:
+                log.warning("task_id=%s attempt=%s: lease lost, outcome rejected by the fence",
+                            att.id, att.attempt)
+
+    # ----- heartbeat -------------------------------------------------------------------
+
+    async def _heartbeat_loop(self) -> None:
+        interval = float(dtq_settings.HEARTBEAT_INTERVAL)
+        while True:
+            try:
+                await self._heartbeat()
+            except RedisError as exc:
+                log.warning("redis error during heartbeat: %s", exc)
+            await asyncio.sleep(interval)
+
+    async def _heartbeat(self) -> None:
+        """Renew the leases of held attempts and publish this worker's liveness."""
+        held = list(self.held.values())
+        now = time.time()
+        pipe = self._client.pipeline(transaction=False)
+        if held:
+            refs = [layout.TaskRef(att.id, att.queue) for att in held]
+            keys, argv = layout.build(self.keys, [], refs)
+            args = [a for att in held for a in (att.id, att.entry, att.attempt)]
+            lease_ms = int(dtq_settings.lease_timeout * 1000)
+            self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
+        pipe.zadd(self.keys.workers, {self.worker_id: now})
+        pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
+        pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
+        replies = await pipe.execute()
+        if held:
+            self._apply_renewals(held, replies[0])
+
+    def _apply_renewals(self, held: list[Attempt], statuses: list[int]) -> None:
+        for att, status in zip(held, statuses, strict=True):
+            if status == 0 and not att.lost:
+                att.lost = True
+                log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
+            elif status == 2 and not att.cancel.is_set():
+                att.cancel.set()
+                if att.handle is not None and self._registry_is_async(att):
+                    att.handle.cancel()
+
+    @staticmethod
+    def _registry_is_async(att: Attempt) -> bool:
+        from dtq.engine import registry
+
+        task = registry.get(att.name)
+        return bool(task is not None and task.is_async)
+
+    def _info(self, now: float) -> dict[str, Any]:
+        return {
+            "id": self.worker_id,
+            "host": socket.gethostname(),
+            "pid": os.getpid(),
+            "queues": codec.dumps(self.queues),
+            "concurrency": self.concurrency,
+            "in_flight": len(self.held),
+            "stuck": len(self.stuck),
+            "processed": self.processed,
+            "heartbeat": now,
+            "state": "draining" if self.stopping else "running",
+        }
+
+    async def _deregister(self) -> None:
+        try:
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zrem(self.keys.workers, self.worker_id)
+            pipe.delete(self.keys.worker(self.worker_id))
+            await pipe.execute()
+        except RedisError as exc:
+            log.warning("could not deregister worker_id=%s: %s", self.worker_id, exc)

@@ -1,0 +1,204 @@
+"""The @dtq.task decorator and the Task object it returns (named like django.tasks)."""
+
+from __future__ import annotations
+
+import inspect
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from datetime import datetime, timedelta
+from typing import Any
+
+from django.utils import timezone
+
+from dtq.conf import dtq_settings
+from dtq.engine import registry
+from dtq.engine.errors import InvalidTaskError, PermanentError
+from dtq.engine.keys import check_queue_name
+from dtq.engine.submit import Accepted, Submission, asubmit, submit
+from dtq.result import TaskResult
+
+_UNSET: Any = object()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class TaskContext:
+    """What a handler with takes_context=True receives as its first argument."""
+
+    task_id: str
+    attempt: int
+    max_attempts: int
+    queue_name: str
+    worker_id: str
+    deadline: float | None  # epoch seconds when the timeout fires, if there is one
+    _cancel: Any = field(repr=False)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Return True once an operator asked for this task to be cancelled."""
+        return self._cancel.is_set()
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Task:
+    """A registered handler plus the defaults its submissions use."""
+
+    func: Callable[..., Any]
+    name: str
+    queue_name: str | None = None
+    priority: int = 0
+    takes_context: bool = False
+    max_attempts: int | None = None
+    retry_base: float | None = None
+    retry_cap: float | None = None
+    retry_jitter: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    timeout: float | None = None
+    ttl: float | None = None
+    run_after: datetime | timedelta | None = None
+    idempotency_key: str | None = None
+
+    def __post_init__(self) -> None:
+        if self.queue_name is not None:
+            try:
+                check_queue_name(self.queue_name)
+            except ValueError as exc:
+                raise InvalidTaskError(str(exc)) from None
+        if not isinstance(self.priority, int) or not -100 <= self.priority <= 100:
+            raise InvalidTaskError(f"priority must be an int in -100..100, got {self.priority!r}")
+        if self.max_attempts is not None and self.max_attempts < 1:
+            raise InvalidTaskError(f"max_attempts must be at least 1, got {self.max_attempts}")
+        for name in ("timeout", "ttl", "retry_base", "retry_cap"):
+            value = getattr(self, name)
+            if value is not None and value <= 0:
+                raise InvalidTaskError(f"{name} must be positive, got {value}")
+        if self.retry_jitter is not None and not 0 <= self.retry_jitter <= 1:
+            raise InvalidTaskError(f"retry_jitter must be in 0..1, got {self.retry_jitter}")
+        if self.takes_context and not _accepts_positional(self.func):
+            raise InvalidTaskError(f"{self.name}: takes_context=True needs a first parameter")
+
+    @property
+    def is_async(self) -> bool:
+        """Return True when the handler is a coroutine function."""
+        return inspect.iscoroutinefunction(self.func)
+
+    def using(self, **changes: Any) -> Task:
+        """Return a copy with other submission defaults (priority, queue_name, run_after...)."""
+        unknown = set(changes) - _USING_FIELDS
+        if unknown:
+            raise TypeError(f"using() got unexpected option(s): {', '.join(sorted(unknown))}")
+        return replace(self, **changes)
+
+    def submission(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Submission:
+        """Build the engine submission for one call with these arguments."""
+        s = dtq_settings
+        return Submission(
+            name=self.name,
+            queue=self.queue_name or s.DEFAULT_QUEUE,
+            args=args,
+            kwargs=kwargs,
+            priority=self.priority,
+            max_attempts=self.max_attempts or int(s.DEFAULT_MAX_ATTEMPTS),
+            delay=_delay_seconds(self.run_after),
+            ttl=self.ttl,
+            timeout=self.timeout if self.timeout is not None else s.DEFAULT_TIMEOUT,
+            retry={
+                "base": self.retry_base if self.retry_base is not None else s.RETRY_BASE,
+                "cap": self.retry_cap if self.retry_cap is not None else s.RETRY_CAP,
+                "jitter": self.retry_jitter if self.retry_jitter is not None else s.RETRY_JITTER,
+            },
+            idempotency_key=self.idempotency_key,
+        )
+
+    def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
+        """Submit one run of this task and return its result handle at once."""
+        return self._result(submit(self.submission(args, kwargs)))
+
+    async def aenqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
+        """Submit one run of this task from async code."""
+        return self._result(await asubmit(self.submission(args, kwargs)))
+
+    def _result(self, accepted: Accepted) -> TaskResult:
+        state = accepted.state or "QUEUED"
+        return TaskResult(
+            id=accepted.id,
+            name=self.name,
+            queue_name=self.queue_name or dtq_settings.DEFAULT_QUEUE,
+            state=state,  # type: ignore[arg-type]
+            duplicate=accepted.duplicate,
+        )
+
+    def get_result(self, task_id: str) -> TaskResult:
+        """Return the current state of a task of this kind by id."""
+        result = TaskResult.load(task_id)
+        if result.name != self.name:
+            raise InvalidTaskError(f"task {task_id} is a {result.name!r}, not {self.name!r}")
+        return result
+
+    def call(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the handler directly in this process (no queue, no retries)."""
+        return self.func(*args, **kwargs)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        """Return True when exc is one this task retries on."""
+        return not isinstance(exc, PermanentError) and isinstance(exc, self.retry_on)
+
+
+_USING_FIELDS = {
+    "queue_name", "priority", "max_attempts", "retry_base", "retry_cap", "retry_jitter",
+    "timeout", "ttl", "run_after", "idempotency_key",
+}
+
+
+def _accepts_positional(func: Callable[..., Any]) -> bool:
+    params = inspect.signature(func).parameters.values()
+    return any(
+        p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
+    )
+
+
+def _delay_seconds(run_after: datetime | timedelta | None) -> float:
+    if run_after is None:
+        return 0.0
+    if isinstance(run_after, timedelta):
+        return max(run_after.total_seconds(), 0.0)
+    if timezone.is_naive(run_after):
+        raise InvalidTaskError("run_after must be an aware datetime (or a timedelta)")
+    return max((run_after - timezone.now()).total_seconds(), 0.0)
+
+
+def task(
+    function: Callable[..., Any] | None = None,
+    *,
+    name: str | None = None,
+    queue_name: str | None = None,
+    priority: int = 0,
+    takes_context: bool = False,
+    max_attempts: int | None = None,
+    retry_base: float | None = None,
+    retry_cap: float | None = None,
+    retry_jitter: float | None = None,
+    retry_on: tuple[type[BaseException], ...] = (Exception,),
+    timeout: float | None = None,
+    ttl: float | None = None,
+) -> Any:
+    """Register a function as a dtq task; usable bare (@task) or with options (@task(...))."""
+
+    def wrap(func: Callable[..., Any]) -> Task:
+        task_obj = Task(
+            func=func,
+            name=name or f"{func.__module__}.{func.__qualname__}",
+            queue_name=queue_name,
+            priority=priority,
+            takes_context=takes_context,
+            max_attempts=max_attempts,
+            retry_base=retry_base,
+            retry_cap=retry_cap,
+            retry_jitter=retry_jitter,
+            retry_on=tuple(retry_on),
+            timeout=timeout,
+            ttl=ttl,
+        )
+        registry.register(task_obj)
+        return task_obj
+
+    return wrap(function) if function is not None else wrap

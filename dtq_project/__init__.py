@@ -1,0 +1,1 @@
+"""The dtq demo project."""

@@ -1,0 +1,1 @@
+"""Demo tasks for the dtq demo project."""

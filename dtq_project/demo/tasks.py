@@ -1,0 +1,39 @@
+"""Tasks the demo submits: successes, a flaky one, a poison one, a delayed one."""
+
+import asyncio
+import random
+
+import dtq
+
+
+@dtq.task(queue_name="demo")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    return a + b
+
+
+@dtq.task(queue_name="demo")
+async def greet(name: str) -> str:
+    """Say hello after a short asynchronous pause."""
+    await asyncio.sleep(0.05)
+    return f"Hello, {name}!"
+
+
+@dtq.task(queue_name="demo", max_attempts=5, takes_context=True)
+def flaky(context: dtq.TaskContext, fail_times: int) -> str:
+    """Fail the first fail_times attempts, then succeed."""
+    if context.attempt <= fail_times:
+        raise dtq.RetryableError(f"attempt {context.attempt} failed on purpose")
+    return f"succeeded on attempt {context.attempt}"
+
+
+@dtq.task(queue_name="demo", max_attempts=2)
+def poison() -> None:
+    """Always fail, so the task ends in the dead-letter queue."""
+    raise ValueError("this task always fails")
+
+
+@dtq.task(queue_name="demo")
+def roll_dice() -> int:
+    """Return a random number."""
+    return random.randint(1, 6)

@@ -1,0 +1,8 @@
+"""URLs of the dtq demo project."""
+
+from django.contrib import admin
+from django.urls import path
+
+urlpatterns = [
+    path("admin/", admin.site.urls),
+]
