@@ -7,6 +7,7 @@ import atexit
 import datetime
 import json
 import os
+import shutil
 import signal
 import sys
 import tempfile
@@ -32,7 +33,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--smoke", action="store_true", help="tiny N, 1 run, few systems, seconds")
     ap.add_argument("--systems", default="", help=f"comma list from: {','.join(ALL)}")
     ap.add_argument("--concurrency", type=int, default=8, help="threads/async slots per process")
-    ap.add_argument("--cores", type=int, default=os.cpu_count() or 2, help="processes for 'per core'")
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 2,
+                    help="processes for the 'one per core' figures")
     ap.add_argument("--n", type=int, default=0, help="pre-queued no-op tasks per drain")
     ap.add_argument("--budget", type=float, default=840.0, help="seconds; later runs are skipped")
     ap.add_argument("--out", default="", help="results directory (default bench/results[/smoke])")
@@ -53,7 +55,8 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], dict[str, str]]:
     """Instantiate the requested adapters; those that do not import are skipped with a reason."""
-    names = [s for s in args.systems.split(",") if s] or (SMOKE_SYSTEMS if args.smoke else list(ALL))
+    default = SMOKE_SYSTEMS if args.smoke else list(ALL)
+    names = [s for s in args.systems.split(",") if s] or default
     chosen: list[System] = []
     skipped: dict[str, str] = {}
     for name in names:
@@ -77,21 +80,25 @@ def main(argv: list[str] | None = None) -> int:
     run_dir = tempfile.mkdtemp(prefix="dtqbench-")
     atexit.register(procs.kill_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
-    server = RedisServer(run_dir)
+    server = RedisServer(run_dir, lifetime=args.budget * 2 + 300)
+    failures = 0
     started = time.monotonic()
     results: dict[str, list[dict[str, Any]]] = {}
     notes: dict[str, list[str]] = {}
+    systems: list[System] = []
+    skipped: dict[str, str] = {}
     try:
         server.start()
         print(f"redis-server {server.version()} on port {server.port} (run dir {run_dir})",
               flush=True)
         ctx = Ctx(bench_dir=BENCH_DIR, run_dir=run_dir, redis_url=server.url,
-                  concurrency=args.concurrency)
+                  concurrency=args.concurrency, lifetime=300.0)
         systems, skipped = select_systems(args, ctx)
         for r in range(runs):
             elapsed = time.monotonic() - started
             if r and elapsed / r * (r + 1) > args.budget:
-                notes.setdefault("_run", []).append(f"stopped after {r} runs (budget {args.budget:.0f}s)")
+                notes.setdefault("run", []).append(
+                    f"stopped after {r} run(s): the next would exceed --budget {args.budget:.0f}s")
                 break
             for system in systems:
                 server.flush()
@@ -100,6 +107,7 @@ def main(argv: list[str] | None = None) -> int:
                 try:
                     metrics = p.run()
                 except Exception as exc:  # keep going with the other systems
+                    failures += 1
                     system.stop()
                     metrics = dict(p.m)
                     p.notes.append(f"run {r + 1} failed: {exc}".splitlines()[0][:300])
@@ -112,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
                                     for k, v in metrics.items()}), flush=True)
         redis_version = server.version()
     finally:
-        for system in locals().get("systems", []):
+        for system in systems:
             system.stop()
         server.stop()
         procs.kill_all()
@@ -122,6 +130,11 @@ def main(argv: list[str] | None = None) -> int:
             "seconds": time.monotonic() - started, "python": sys.version.split()[0]}
     md, png = report.write(out_dir, meta, systems, skipped, results, notes)
     print(f"wrote {md} and {png} in {meta['seconds']:.0f}s", flush=True)
+    if failures:
+        print(f"{failures} pass(es) failed; see the Notes section of {md} and the worker logs "
+              f"in {run_dir}", file=sys.stderr)
+        return 1
+    shutil.rmtree(run_dir, ignore_errors=True)
     return 0
 
 

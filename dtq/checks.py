@@ -12,11 +12,27 @@ from dtq.engine.errors import ConfigurationError
 from dtq.engine.keys import QUEUE_NAME
 
 POSITIVE_NUMBERS = (
-    "SOCKET_TIMEOUT", "SOCKET_CONNECT_TIMEOUT", "BLOCK_TIMEOUT", "VISIBILITY_TIMEOUT",
-    "HEARTBEAT_INTERVAL", "RETRY_BASE", "RETRY_CAP", "RESULT_TTL", "RETENTION", "DLQ_RETENTION",
-    "EVENT_STREAM_MAXLEN", "MAX_PAYLOAD_BYTES", "MAX_DELAY", "IDEMPOTENCY_TTL",
-    "SCHEDULER_INTERVAL", "SCHEDULER_BATCH", "REAPER_INTERVAL", "REAPER_BATCH",
-    "FINALIZE_BATCH", "WORKER_CONCURRENCY", "DEFAULT_MAX_ATTEMPTS",
+    "SOCKET_TIMEOUT",
+    "SOCKET_CONNECT_TIMEOUT",
+    "BLOCK_TIMEOUT",
+    "VISIBILITY_TIMEOUT",
+    "HEARTBEAT_INTERVAL",
+    "RETRY_BASE",
+    "RETRY_CAP",
+    "RESULT_TTL",
+    "RETENTION",
+    "DLQ_RETENTION",
+    "EVENT_STREAM_MAXLEN",
+    "MAX_PAYLOAD_BYTES",
+    "MAX_DELAY",
+    "IDEMPOTENCY_TTL",
+    "SCHEDULER_INTERVAL",
+    "SCHEDULER_BATCH",
+    "REAPER_INTERVAL",
+    "REAPER_BATCH",
+    "FINALIZE_BATCH",
+    "WORKER_CONCURRENCY",
+    "DEFAULT_MAX_ATTEMPTS",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
 
@@ -31,27 +47,57 @@ def _setting_errors() -> list[Error]:
     for name in POSITIVE_NUMBERS:
         value = getattr(s, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            errors.append(_error(f"DTQ['{name}'] must be a positive number, got {value!r}",
-                                 f"Remove it to use the default ({DEFAULTS[name]}).", 2))
+            errors.append(
+                _error(
+                    f"DTQ['{name}'] must be a positive number, got {value!r}",
+                    f"Remove it to use the default ({DEFAULTS[name]}).",
+                    2,
+                )
+            )
     if not isinstance(s.REDIS_URL, str) or not s.REDIS_URL.startswith(
         ("redis://", "rediss://", "unix://")
     ):
-        errors.append(_error(f"DTQ['REDIS_URL'] is not a Redis URL: {s.REDIS_URL!r}",
-                             "Use redis://host:port/db, rediss://... or unix:///path.", 3))
+        errors.append(
+            _error(
+                f"DTQ['REDIS_URL'] is not a Redis URL: {s.REDIS_URL!r}",
+                "Use redis://host:port/db, rediss://... or unix:///path.",
+                3,
+            )
+        )
     if not isinstance(s.KEY_PREFIX, str) or not QUEUE_NAME.match(s.KEY_PREFIX):
-        errors.append(_error(f"DTQ['KEY_PREFIX'] is invalid: {s.KEY_PREFIX!r}",
-                             "Use letters, digits, '_', '.' or '-' (no ':' or braces).", 4))
+        errors.append(
+            _error(
+                f"DTQ['KEY_PREFIX'] is invalid: {s.KEY_PREFIX!r}",
+                "Use letters, digits, '_', '.' or '-' (no ':' or braces).",
+                4,
+            )
+        )
     if s.SHARDS != 1:
-        errors.append(_error("DTQ['SHARDS'] must be 1 in this version",
-                             "Keys and ids carry a shard, but workers read one shard only.", 5))
+        errors.append(
+            _error(
+                "DTQ['SHARDS'] must be 1 in this version",
+                "Keys and ids carry a shard, but workers read one shard only.",
+                5,
+            )
+        )
     if not isinstance(s.TASK_MODULES, (list, tuple)) or not all(
         isinstance(m, str) for m in s.TASK_MODULES
     ):
-        errors.append(_error("DTQ['TASK_MODULES'] must be a list of module paths",
-                             "For example ['myproject.jobs'].", 6))
+        errors.append(
+            _error(
+                "DTQ['TASK_MODULES'] must be a list of module paths",
+                "For example ['myproject.jobs'].",
+                6,
+            )
+        )
     if not isinstance(s.DEFAULT_QUEUE, str) or not QUEUE_NAME.match(s.DEFAULT_QUEUE):
-        errors.append(_error(f"DTQ['DEFAULT_QUEUE'] is invalid: {s.DEFAULT_QUEUE!r}",
-                             "Use 1-64 letters, digits, '_', '.' or '-'.", 7))
+        errors.append(
+            _error(
+                f"DTQ['DEFAULT_QUEUE'] is invalid: {s.DEFAULT_QUEUE!r}",
+                "Use 1-64 letters, digits, '_', '.' or '-'.",
+                7,
+            )
+        )
     return errors
 
 
@@ -60,13 +106,21 @@ def _timing_errors() -> list[Error]:
     errors = []
     try:
         if float(s.BLOCK_TIMEOUT) >= float(s.SOCKET_TIMEOUT):
-            errors.append(_error(
-                "DTQ['BLOCK_TIMEOUT'] must be shorter than DTQ['SOCKET_TIMEOUT']",
-                "A blocking read longer than the socket timeout fails with a timeout error.", 8))
+            errors.append(
+                _error(
+                    "DTQ['BLOCK_TIMEOUT'] must be shorter than DTQ['SOCKET_TIMEOUT']",
+                    "A blocking read longer than the socket timeout fails with a timeout error.",
+                    8,
+                )
+            )
         if s.lease_timeout <= float(s.HEARTBEAT_INTERVAL) * 2:
-            errors.append(_error(
-                "DTQ['LEASE_TIMEOUT'] must be more than twice DTQ['HEARTBEAT_INTERVAL']",
-                "Otherwise one late heartbeat lets the reaper take a live worker's task.", 9))
+            errors.append(
+                _error(
+                    "DTQ['LEASE_TIMEOUT'] must be more than twice DTQ['HEARTBEAT_INTERVAL']",
+                    "Otherwise one late heartbeat lets the reaper take a live worker's task.",
+                    9,
+                )
+            )
     except (TypeError, ValueError):
         pass  # reported by _setting_errors
     return errors
@@ -96,8 +150,9 @@ def check_redis(app_configs: Any = None, databases: Any = None, **kwargs: Any) -
         info = client.info("server")
         policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "noeviction")
     except (RedisError, ConfigurationError) as exc:
-        return [Warning(f"Redis is not reachable: {exc}", id="dtq.W001",
-                        hint="Check DTQ['REDIS_URL'].")]
+        return [
+            Warning(f"Redis is not reachable: {exc}", id="dtq.W001", hint="Check DTQ['REDIS_URL'].")
+        ]
     except Exception as exc:  # CONFIG may be disabled on managed Redis
         return [Warning(f"could not read Redis settings: {exc}", id="dtq.W003")]
     return redis_warnings(info.get("redis_version", "0"), policy)
@@ -107,10 +162,20 @@ def redis_warnings(version: str, policy: str) -> list[Warning]:
     """Return warnings for a Redis version and maxmemory-policy."""
     warnings = []
     if tuple(int(p) for p in version.split(".")[:2]) < (6, 2):
-        warnings.append(Warning(f"Redis {version} is older than 6.2 (no XAUTOCLAIM)",
-                                id="dtq.W004", hint="Upgrade Redis to 6.2 or newer."))
+        warnings.append(
+            Warning(
+                f"Redis {version} is older than 6.2 (no XAUTOCLAIM)",
+                id="dtq.W004",
+                hint="Upgrade Redis to 6.2 or newer.",
+            )
+        )
     if policy not in EVICTING_POLICIES_OK:
-        warnings.append(Warning(
-            f"Redis maxmemory-policy is {policy!r}: under memory pressure Redis may silently "
-            "delete queued tasks", id="dtq.W002", hint="Set maxmemory-policy noeviction."))
+        warnings.append(
+            Warning(
+                f"Redis maxmemory-policy is {policy!r}: under memory pressure Redis may silently "
+                "delete queued tasks",
+                id="dtq.W002",
+                hint="Set maxmemory-policy noeviction.",
+            )
+        )
     return warnings

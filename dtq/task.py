@@ -144,8 +144,16 @@ class Task:
 
 
 _USING_FIELDS = {
-    "queue_name", "priority", "max_attempts", "retry_base", "retry_cap", "retry_jitter",
-    "timeout", "ttl", "run_after", "idempotency_key",
+    "queue_name",
+    "priority",
+    "max_attempts",
+    "retry_base",
+    "retry_cap",
+    "retry_jitter",
+    "timeout",
+    "ttl",
+    "run_after",
+    "idempotency_key",
 }
 
 

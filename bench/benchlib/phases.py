@@ -5,10 +5,11 @@ from __future__ import annotations
 import time
 from dataclasses import dataclass, replace
 
+from systems.base import System
+
 from benchlib import procs
 from benchlib.records import Records, drain_rate, latency_ms
 from benchlib.redis_server import RedisServer
-from systems.base import System
 
 Metrics = dict[str, float | None]
 

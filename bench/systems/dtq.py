@@ -1,7 +1,8 @@
-"""dtq adapter: `python -m django dtq_worker` against bench/dtqbench/settings.py."""
+"""dtq adapter: `python bench/manage.py dtq_worker` against bench/dtqbench/settings.py."""
 
 from __future__ import annotations
 
+import os
 import sys
 
 from systems.base import System
@@ -33,7 +34,10 @@ class Dtq(System):
 
     def worker_commands(self, processes: int) -> list[list[str]]:
         """One dtq_worker with `processes` processes of `concurrency` slots each."""
-        argv = [sys.executable, "-m", "django", "dtq_worker", "--queue", "bench",
+        # bench/manage.py rather than `python -m django`: dtq_worker --processes re-runs
+        # sys.argv[0], which under -m is django/__main__.py (shadows the stdlib `http`).
+        argv = [sys.executable, os.path.join(self.ctx.bench_dir, "manage.py"), "dtq_worker",
+                "--queue", "bench",
                 "--concurrency", str(self.ctx.concurrency)]
         if processes > 1:
             argv += ["--processes", str(processes)]

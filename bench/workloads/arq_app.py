@@ -20,7 +20,7 @@ async def noop(ctx: dict[str, Any], seq: int, enqueued_at: float, kind: str) -> 
 class WorkerSettings:
     """Settings object for the `arq` command."""
 
-    functions = [noop]  # noqa: RUF012
+    functions = [noop]
     redis_settings = SETTINGS
     max_jobs = CONCURRENCY
 

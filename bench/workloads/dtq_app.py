@@ -6,7 +6,7 @@ import os
 
 os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dtqbench.settings")
 
-import django  # noqa: E402
+import django
 
 django.setup()
 

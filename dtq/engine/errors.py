@@ -37,7 +37,9 @@ class IdempotencyConflict(SubmitError):
     """Raised when an idempotency key is reused with a different payload."""
 
     def __init__(self, key: str, task_id: str) -> None:
-        super().__init__(f"idempotency key {key!r} was used for task {task_id} with another payload")
+        super().__init__(
+            f"idempotency key {key!r} was used for task {task_id} with another payload"
+        )
         self.key = key
         self.task_id = task_id
 

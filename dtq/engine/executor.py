@@ -74,7 +74,9 @@ def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) 
 
 def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -> Outcome:
     """Classify a failed attempt: retry while attempts and policy allow, else fail."""
-    error = codec.dumps({"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)})
+    error = codec.dumps(
+        {"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)}
+    )
     if isinstance(exc, TaskCancelled):
         return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc))
     if retryable and att.attempt < att.max_attempts:

@@ -40,8 +40,14 @@ def channel(prefix: str) -> str:
 def shared_keys(keys: Keys) -> list[str]:
     """Return the six shared keys, in lib.lua order."""
     minute = int(time.time() // 60)
-    return [keys.schedule, keys.running, keys.events, keys.queues, keys.paused,
-            keys.throughput(minute)]
+    return [
+        keys.schedule,
+        keys.running,
+        keys.events,
+        keys.queues,
+        keys.paused,
+        keys.throughput(minute),
+    ]
 
 
 def queue_block(keys: Keys, queue: str) -> list[str]:

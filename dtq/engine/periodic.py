@@ -24,7 +24,9 @@ class Periodic:
     role = "periodic"
 
     def __init__(self, process_id: str | None = None) -> None:
-        self.process_id = process_id or f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
+        self.process_id = (
+            process_id or f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
+        )
         self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
         self.stopped = threading.Event()
         self.log = logging.getLogger(f"dtq.{self.role}")

@@ -112,8 +112,9 @@ class Reaper(Periodic):
                 continue
             cursor = self.cursors.get(stream, "0-0")
             try:
-                reply = self.client.xautoclaim(stream, GROUP, self.process_id, idle_ms,
-                                               start_id=cursor, count=batch)
+                reply = self.client.xautoclaim(
+                    stream, GROUP, self.process_id, idle_ms, start_id=cursor, count=batch
+                )
             except Exception as exc:
                 if "NOGROUP" in str(exc):
                     continue
@@ -135,8 +136,13 @@ class Reaper(Periodic):
         redelivered, reclaimed, absorbed, _ = self.scripts.reconcile(
             keys=keys, args=[*argv, self._dlq, *args]
         )
-        self.log.info("settled pending entries queue=%s redelivered=%s reclaimed=%s absorbed=%s",
-                      queue, redelivered, reclaimed, absorbed)
+        self.log.info(
+            "settled pending entries queue=%s redelivered=%s reclaimed=%s absorbed=%s",
+            queue,
+            redelivered,
+            reclaimed,
+            absorbed,
+        )
         return int(redelivered) + int(reclaimed) + int(absorbed)
 
     def _idem(self, task_id: str) -> str:

@@ -10,8 +10,16 @@ from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
-MS_FIELDS = ("created_at", "enqueued_at", "started_at", "finished_at", "updated_at",
-             "run_after", "expires_at", "lease")
+MS_FIELDS = (
+    "created_at",
+    "enqueued_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "run_after",
+    "expires_at",
+    "lease",
+)
 JSON_FIELDS = ("payload", "retry", "error", "history")
 
 
@@ -30,11 +38,20 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
         value = raw.get(name)
         record[name] = int(value) / 1000 if value and value != "0" else None
     for name in JSON_FIELDS:
-        value = raw.get(name)
-        record[name] = codec.loads(value) if value else None
+        record[name] = _json_or_raw(raw.get(name))
     record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None
     record["cancel_requested"] = raw.get("cancel") == "1"
     return record
+
+
+def _json_or_raw(value: str | None) -> Any:
+    # A damaged field is shown as it is rather than hiding the whole record.
+    if not value:
+        return None
+    try:
+        return codec.loads(value)
+    except ValueError:
+        return value
 
 
 def get_task(task_id: str) -> dict[str, Any] | None:

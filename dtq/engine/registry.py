@@ -17,9 +17,7 @@ def register(task: Any) -> None:
     with _lock:
         current = _tasks.get(task.name)
         if current is not None and _origin(current) != _origin(task):
-            raise InvalidTaskError(
-                f"task name {task.name!r} is already used by {_origin(current)}"
-            )
+            raise InvalidTaskError(f"task name {task.name!r} is already used by {_origin(current)}")
         _tasks[task.name] = task
 
 

@@ -7,7 +7,15 @@ from importlib import resources
 from typing import Any
 
 NAMES = (
-    "submit", "read", "claim", "finalize", "promote", "reclaim", "reconcile", "renew", "cancel",
+    "submit",
+    "read",
+    "claim",
+    "finalize",
+    "promote",
+    "reclaim",
+    "reconcile",
+    "renew",
+    "cancel",
 )
 
 

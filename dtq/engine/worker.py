@@ -71,10 +71,16 @@ class Worker:
         self._changed = asyncio.Event()
         self._flush_now = asyncio.Event()
         self._install_signals()
-        log.info("worker started worker_id=%s queues=%s concurrency=%s",
-                 self.worker_id, ",".join(self.queues), self.concurrency)
-        loops = [asyncio.create_task(self._heartbeat_loop()),
-                 asyncio.create_task(self._flush_loop())]
+        log.info(
+            "worker started worker_id=%s queues=%s concurrency=%s",
+            self.worker_id,
+            ",".join(self.queues),
+            self.concurrency,
+        )
+        loops = [
+            asyncio.create_task(self._heartbeat_loop()),
+            asyncio.create_task(self._flush_loop()),
+        ]
         try:
             await self._fetch_loop()
             await self._drain()
@@ -203,9 +209,20 @@ class Worker:
 
     def _attempt_fields(self, row: list[Any]) -> tuple[Any, ...]:
         task_id, eid, qi, band, name, payload, attempt, max_attempts, timeout, retry, idem = row
-        return (task_id, eid, int(qi), int(band), name, payload, int(attempt),
-                int(max_attempts), float(timeout) if timeout else None, retry, idem or "",
-                self.queues[int(qi) - 1])
+        return (
+            task_id,
+            eid,
+            int(qi),
+            int(band),
+            name,
+            payload,
+            int(attempt),
+            int(max_attempts),
+            float(timeout) if timeout else None,
+            retry,
+            idem or "",
+            self.queues[int(qi) - 1],
+        )
 
     # ----- running ---------------------------------------------------------------------
 
@@ -218,9 +235,15 @@ class Worker:
         from dtq.task import TaskContext
 
         deadline = att.started_at + att.timeout if att.timeout else None
-        context = TaskContext(task_id=att.id, attempt=att.attempt, max_attempts=att.max_attempts,
-                              queue_name=att.queue, worker_id=self.worker_id,
-                              deadline=deadline, _cancel=att.cancel)
+        context = TaskContext(
+            task_id=att.id,
+            attempt=att.attempt,
+            max_attempts=att.max_attempts,
+            queue_name=att.queue,
+            worker_id=self.worker_id,
+            deadline=deadline,
+            _cancel=att.cancel,
+        )
         try:
             outcome = await execute(att, self.worker_id, context, self._pool, self._on_stuck)
         except asyncio.CancelledError:
@@ -234,8 +257,12 @@ class Worker:
     def _on_stuck(self, att: Attempt, future: Future[Any] | asyncio.Future[Any]) -> None:
         """Keep counting a timed-out sync handler's thread against capacity until it ends."""
         self.stuck.add(att)
-        log.warning("task_id=%s timed out after %ss; its thread keeps running (stuck=%s)",
-                    att.id, att.timeout, len(self.stuck))
+        log.warning(
+            "task_id=%s timed out after %ss; its thread keeps running (stuck=%s)",
+            att.id,
+            att.timeout,
+            len(self.stuck),
+        )
         loop = asyncio.get_running_loop()
 
         def release(_: Any) -> None:
@@ -288,15 +315,26 @@ class Worker:
         for att, out in batch:
             qi = layout.queue_index(queues, att.queue)
             refs.append(layout.TaskRef(att.id, att.queue, att.idem))
-            args += [qi, att.band, att.entry, att.attempt, out.kind, out.data, out.history,
-                     out.delay_ms]
+            args += [
+                qi,
+                att.band,
+                att.entry,
+                att.attempt,
+                out.kind,
+                out.data,
+                out.history,
+                out.delay_ms,
+            ]
         keys, argv = layout.build(self.keys, queues, refs)
         dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
         applied = await self._scripts.finalize(keys=keys, args=[*argv, dlq, *args])
         for (att, _), ok in zip(batch, applied, strict=True):
             if not ok:
-                log.warning("task_id=%s attempt=%s: lease lost, outcome rejected by the fence",
-                            att.id, att.attempt)
+                log.warning(
+                    "task_id=%s attempt=%s: lease lost, outcome rejected by the fence",
+                    att.id,
+                    att.attempt,
+                )
 
     # ----- heartbeat -------------------------------------------------------------------
 

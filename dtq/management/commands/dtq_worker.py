@@ -26,23 +26,48 @@ class Command(BaseCommand):
     help = "Run tasks from one or more queues until stopped (SIGTERM drains; twice stops now)."
 
     def add_arguments(self, parser: CommandParser) -> None:
-        parser.add_argument("--queue", "-q", action="append", type=queue_name, dest="queues",
-                            help="queue to serve (repeatable; default: DTQ['DEFAULT_QUEUE'])")
-        parser.add_argument("--concurrency", "-c", type=positive_int,
-                            help="tasks run at once per process (default: WORKER_CONCURRENCY)")
-        parser.add_argument("--processes", "-p", type=positive_int, default=1,
-                            help="worker processes to start (for CPU-bound tasks)")
-        parser.add_argument("--burst", action="store_true",
-                            help="exit once the queues are empty and nothing is running")
-        parser.add_argument("--max-tasks", type=positive_int,
-                            help="exit after finishing this many tasks")
+        parser.add_argument(
+            "--queue",
+            "-q",
+            action="append",
+            type=queue_name,
+            dest="queues",
+            help="queue to serve (repeatable; default: DTQ['DEFAULT_QUEUE'])",
+        )
+        parser.add_argument(
+            "--concurrency",
+            "-c",
+            type=positive_int,
+            help="tasks run at once per process (default: WORKER_CONCURRENCY)",
+        )
+        parser.add_argument(
+            "--processes",
+            "-p",
+            type=positive_int,
+            default=1,
+            help="worker processes to start (for CPU-bound tasks)",
+        )
+        parser.add_argument(
+            "--burst",
+            action="store_true",
+            help="exit once the queues are empty and nothing is running",
+        )
+        parser.add_argument(
+            "--max-tasks", type=positive_int, help="exit after finishing this many tasks"
+        )
         parser.add_argument("--worker-id", help="name of this worker (default: host.pid.random)")
-        parser.add_argument("--shutdown-timeout", type=positive_float, default=30.0,
-                            help="seconds to let running tasks finish after SIGTERM")
-        parser.add_argument("--with-scheduler", action="store_true",
-                            help="also run the scheduler in this process")
-        parser.add_argument("--with-reaper", action="store_true",
-                            help="also run the reaper in this process")
+        parser.add_argument(
+            "--shutdown-timeout",
+            type=positive_float,
+            default=30.0,
+            help="seconds to let running tasks finish after SIGTERM",
+        )
+        parser.add_argument(
+            "--with-scheduler", action="store_true", help="also run the scheduler in this process"
+        )
+        parser.add_argument(
+            "--with-reaper", action="store_true", help="also run the reaper in this process"
+        )
 
     def handle(self, *args: Any, **options: Any) -> None:
         setup_logging(options["verbosity"])

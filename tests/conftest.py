@@ -1,0 +1,137 @@
+"""Fixtures: a real Redis server, a private key prefix per test, real worker processes."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+import redis
+
+from dtq.embedded import RedisServer
+
+ROOT = Path(__file__).resolve().parent.parent
+_embedded: RedisServer | None = None
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Use DTQ_REDIS_URL when given, else start an embedded Redis for the whole run."""
+    global _embedded
+    if not os.environ.get("DTQ_REDIS_URL"):
+        _embedded = RedisServer().start()
+        os.environ["DTQ_REDIS_URL"] = _embedded.url
+
+
+def pytest_unconfigure(config: pytest.Config) -> None:
+    if _embedded is not None:
+        _embedded.stop()
+
+
+def pytest_report_header(config: pytest.Config) -> str:
+    url = os.environ.get("DTQ_REDIS_URL", "")
+    version = redis.Redis.from_url(url).info("server")["redis_version"]
+    return f"dtq: Redis {version} at {url}" + (" (embedded)" if _embedded else "")
+
+
+def wait_for(condition: Callable[[], Any], timeout: float = 15.0, interval: float = 0.02) -> Any:
+    """Poll condition until it returns something truthy; fail the test on timeout."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        value = condition()
+        if value:
+            return value
+        time.sleep(interval)
+    raise AssertionError(f"condition not met within {timeout}s: {condition}")
+
+
+class Env:
+    """One test's private dtq namespace, its witness file and the processes it started."""
+
+    def __init__(self, url: str, prefix: str, tmp: Path, settings: Any) -> None:
+        self.settings = settings
+        self.overrides: dict[str, Any] = {}
+        self.url = url
+        self.prefix = prefix
+        self.witness_path = tmp / "witness.jsonl"
+        self.procs: list[subprocess.Popen[bytes]] = []
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+
+    def configure(self, **values: Any) -> None:
+        """Change DTQ settings here and in every process started afterwards."""
+        self.overrides.update(values)
+        self.settings.DTQ = {**self.settings.DTQ, **values}
+
+    def env(self, **extra: str) -> dict[str, str]:
+        env = dict(os.environ)
+        env.update(
+            DJANGO_SETTINGS_MODULE="tests.settings",
+            DTQ_REDIS_URL=self.url,
+            DTQ_KEY_PREFIX=self.prefix,
+            DTQ_WITNESS=str(self.witness_path),
+            PYTHONPATH=str(ROOT),
+            DTQ_TEST_OVERRIDES=json.dumps(self.overrides),
+        )
+        env.pop("DTQ_FAILPOINTS", None)
+        env.update(extra)
+        return env
+
+    def spawn(
+        self, command: str, *args: str, failpoints: str = "", **extra: str
+    ) -> subprocess.Popen[bytes]:
+        """Start `manage.py <command> <args>` as a real process in its own process group."""
+        env = self.env(**extra)
+        if failpoints:
+            env["DTQ_FAILPOINTS"] = failpoints
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "django", command, *args],
+            cwd=ROOT,
+            env=env,
+            start_new_session=True,
+            stdout=subprocess.DEVNULL if not os.environ.get("DTQ_TEST_VERBOSE") else None,
+        )
+        self.procs.append(proc)
+        return proc
+
+    def worker(self, *args: str, failpoints: str = "", **extra: str) -> subprocess.Popen[bytes]:
+        """Start a dtq_worker process on the tests queue."""
+        return self.spawn("dtq_worker", "--queue", "tests", *args, failpoints=failpoints, **extra)
+
+    def witnessed(self, task: str | None = None) -> list[dict[str, Any]]:
+        """Return the handler executions recorded so far (optionally of one task name)."""
+        if not self.witness_path.exists():
+            return []
+        rows = [json.loads(line) for line in self.witness_path.read_text().splitlines() if line]
+        return [r for r in rows if task is None or r["task"] == task]
+
+    def stop_all(self) -> None:
+        for proc in self.procs:
+            if proc.poll() is None:
+                os.killpg(proc.pid, signal.SIGKILL)
+                proc.wait()
+
+    def cleanup(self) -> None:
+        """Delete only this test's keys (never FLUSHDB a server we share)."""
+        self.stop_all()
+        keys = list(self.client.scan_iter(f"{self.prefix}:*", count=1000))
+        for i in range(0, len(keys), 500):
+            self.client.delete(*keys[i : i + 500])
+        self.client.close()
+
+
+@pytest.fixture
+def dtq_env(settings: Any, tmp_path: Path) -> Iterator[Env]:
+    """A private key prefix on the real Redis, with settings pointing at it."""
+    url = os.environ["DTQ_REDIS_URL"]
+    prefix = "t" + uuid.uuid4().hex[:12]
+    settings.DTQ = {**settings.DTQ, "REDIS_URL": url, "KEY_PREFIX": prefix}
+    env = Env(url, prefix, tmp_path, settings)
+    yield env
+    env.cleanup()

@@ -1,0 +1,59 @@
+"""Settings for dtq's test suite: real Redis from DTQ_REDIS_URL, fast timings."""
+
+import json
+import os
+from pathlib import Path
+
+SECRET_KEY = "dtq-tests"
+DEBUG = False
+USE_TZ = True
+INSTALLED_APPS = [
+    "django.contrib.admin",
+    "django.contrib.auth",
+    "django.contrib.contenttypes",
+    "django.contrib.sessions",
+    "django.contrib.messages",
+    "dtq",
+    "tests.testapp",
+]
+MIDDLEWARE = [
+    "django.contrib.sessions.middleware.SessionMiddleware",
+    "django.middleware.csrf.CsrfViewMiddleware",
+    "django.contrib.auth.middleware.AuthenticationMiddleware",
+    "django.contrib.messages.middleware.MessageMiddleware",
+]
+ROOT_URLCONF = "tests.urls"
+TEMPLATES = [
+    {
+        "BACKEND": "django.template.backends.django.DjangoTemplates",
+        "APP_DIRS": True,
+        "OPTIONS": {
+            "context_processors": [
+                "django.template.context_processors.request",
+                "django.contrib.auth.context_processors.auth",
+                "django.contrib.messages.context_processors.messages",
+            ]
+        },
+    }
+]
+DATABASES = {
+    "default": {
+        "ENGINE": "django.db.backends.sqlite3",
+        "NAME": os.environ.get("DTQ_TEST_DB", str(Path(__file__).parent / "test.sqlite3")),
+        "TEST": {"NAME": os.environ.get("DTQ_TEST_DB_TEST")},
+    }
+}
+DTQ = {
+    "REDIS_URL": os.environ.get("DTQ_REDIS_URL", "redis://127.0.0.1:6379/0"),
+    "KEY_PREFIX": os.environ.get("DTQ_KEY_PREFIX", "dtqtest"),
+    "HEARTBEAT_INTERVAL": 0.2,
+    "LEASE_TIMEOUT": 1.5,
+    "VISIBILITY_TIMEOUT": 4,
+    "REAPER_INTERVAL": 0.2,
+    "SCHEDULER_INTERVAL": 0.1,
+    "BLOCK_TIMEOUT": 0.5,
+    "RETRY_BASE": 0.05,
+    "RETRY_CAP": 0.2,
+}
+# Worker processes started by a test get that test's setting changes through the environment.
+DTQ.update(json.loads(os.environ.get("DTQ_TEST_OVERRIDES", "{}")))

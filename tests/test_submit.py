@@ -1,0 +1,73 @@
+"""Submitting tasks: records, validation, limits."""
+
+from datetime import timedelta
+
+import pytest
+
+import dtq
+from dtq.engine.errors import InvalidTaskError, PayloadError, SubmitError
+from tests.testapp import tasks
+
+
+def test_enqueue_creates_a_queued_record(dtq_env):
+    result = tasks.record.enqueue(41)
+    assert len(result.id) == 22
+    result.refresh()
+    assert result.state == dtq.TaskState.QUEUED
+    assert result.attempt == 0
+    assert result.record["payload"] == {"args": [41], "kwargs": {}}
+    assert dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1") == 1
+
+
+def test_delayed_task_waits_in_the_schedule(dtq_env):
+    result = tasks.record.using(run_after=timedelta(seconds=30)).enqueue()
+    result.refresh()
+    assert result.state == dtq.TaskState.PENDING
+    assert dtq_env.client.zscore(f"{dtq_env.prefix}:{{0}}:schedule", result.id) is not None
+
+
+def test_arguments_must_be_json(dtq_env):
+    with pytest.raises(PayloadError, match="JSON-serializable"):
+        tasks.record.enqueue(object())
+
+
+def test_payload_size_is_limited(dtq_env):
+    dtq_env.configure(MAX_PAYLOAD_BYTES=100)
+    with pytest.raises(PayloadError, match="limit is 100"):
+        tasks.record.enqueue("x" * 200)
+
+
+@pytest.mark.parametrize(
+    "options, message",
+    [
+        ({"priority": 101}, "priority"),
+        ({"queue_name": "bad name"}, "invalid queue name"),
+        ({"max_attempts": 0}, "max_attempts"),
+        ({"timeout": -1}, "timeout"),
+    ],
+)
+def test_invalid_options_are_refused(dtq_env, options, message):
+    with pytest.raises(InvalidTaskError, match=message):
+        tasks.record.using(**options)
+
+
+def test_using_rejects_unknown_options():
+    with pytest.raises(TypeError, match="bogus"):
+        tasks.record.using(bogus=1)
+
+
+def test_bad_idempotency_key_is_refused(dtq_env):
+    with pytest.raises(SubmitError, match="idempotency key"):
+        tasks.record.using(idempotency_key="has space").enqueue()
+
+
+def test_naive_run_after_is_refused(dtq_env):
+    from datetime import datetime
+
+    with pytest.raises(InvalidTaskError, match="aware"):
+        tasks.record.using(run_after=datetime(2030, 1, 1)).enqueue()
+
+
+def test_unknown_task_id_raises_not_found(dtq_env):
+    with pytest.raises(dtq.TaskNotFound):
+        dtq.TaskResult.load("0" * 22)
