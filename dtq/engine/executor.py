@@ -122,6 +122,24 @@ def _run_sync(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
         close_old_connections()
 
 
+async def _call(
+    task: Any, args: list[Any], kwargs: dict[str, Any], att: Attempt, pool: Any, on_stuck: Any
+) -> Any:
+    """Await an async handler on the loop, or run a sync one on the pool, within its timeout."""
+    if task.is_async:
+        if att.timeout is None:
+            return await task.func(*args, **kwargs)
+        return await asyncio.wait_for(task.func(*args, **kwargs), att.timeout)
+    future = asyncio.get_running_loop().run_in_executor(pool, _run_sync, task.func, args, kwargs)
+    if att.timeout is None:
+        return await future
+    try:
+        return await asyncio.wait_for(asyncio.shield(future), att.timeout)
+    except TimeoutError:
+        on_stuck(att, future)  # the thread cannot be killed; it keeps its slot
+        raise
+
+
 async def execute(
     att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
 ) -> Outcome:
@@ -131,17 +149,7 @@ async def execute(
     except PermanentError as exc:
         return failure(att, worker_id, exc, retryable=False)
     try:
-        if task.is_async:
-            value = await asyncio.wait_for(task.func(*args, **kwargs), att.timeout)
-        else:
-            future = asyncio.get_running_loop().run_in_executor(
-                pool, _run_sync, task.func, args, kwargs
-            )
-            try:
-                value = await asyncio.wait_for(asyncio.shield(future), att.timeout)
-            except TimeoutError:
-                on_stuck(att, future)  # the thread cannot be killed; it keeps its slot
-                raise
+        value = await _call(task, args, kwargs, att, pool, on_stuck)
     except TimeoutError:
         exc = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
         return failure(att, worker_id, exc, retryable=True)

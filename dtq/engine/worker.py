@@ -286,7 +286,7 @@ class Worker:
         while True:
             await self._flush_now.wait()
             self._flush_now.clear()
-            if pause and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH):
+            if pause and self._worth_waiting():
                 await asyncio.sleep(pause)  # let concurrent handlers join this batch
             try:
                 await self._flush()
@@ -294,6 +294,11 @@ class Worker:
                 log.warning("redis error while finalizing, retrying: %s", exc)
                 await asyncio.sleep(0.2)
                 self._flush_now.set()
+
+    def _worth_waiting(self) -> bool:
+        """Wait for more outcomes only while other handlers run and the batch has room."""
+        running = len(self.held) - len(self.outbox)
+        return running > 0 and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH)
 
     async def _flush(self) -> None:
         while self.outbox:
@@ -357,7 +362,7 @@ class Worker:
             keys, argv = layout.build(self.keys, [], refs)
             args = [a for att in held for a in (att.id, att.entry, att.attempt)]
             lease_ms = int(dtq_settings.lease_timeout * 1000)
-            self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
+            await self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
         pipe.zadd(self.keys.workers, {self.worker_id: now})
         pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
         pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
@@ -367,6 +372,8 @@ class Worker:
 
     def _apply_renewals(self, held: list[Attempt], statuses: list[int]) -> None:
         for att, status in zip(held, statuses, strict=True):
+            if att.handle is None or att.handle.done():
+                continue  # handler finished: its finalize (and the fence) decide from here
             if status == 0 and not att.lost:
                 att.lost = True
                 log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
