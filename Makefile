@@ -3,12 +3,14 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv demo test test-fast lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv demo test test-fast test-django60 lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
+	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
 	@echo "make lint   - ruff"
+	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml
 	@test -x $(PY) || { PYBIN=$$(PYTHON="$(PYTHON)" sh scripts/find-python) && $$PYBIN -m venv $(VENV); }
@@ -24,6 +26,30 @@ demo: $(STAMP)
 
 test: $(STAMP)
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# The django.tasks backend on Django 6.0: the same pins with Django 6.0.x, in its own venv.
+DJ60_VENV := .venv-dj60
+DJ60_PY := $(DJ60_VENV)/bin/python
+DJ60_STAMP := $(DJ60_VENV)/.installed-stamp
+
+$(DJ60_STAMP): requirements.txt pyproject.toml
+	@test -x $(DJ60_PY) || { PYBIN=$$(PYTHON="$(PYTHON)" sh scripts/find-python) && $$PYBIN -m venv $(DJ60_VENV); }
+	grep -iv '^django==' requirements.txt > $(DJ60_VENV)/requirements.txt
+	$(DJ60_PY) -m pip install --quiet -r $(DJ60_VENV)/requirements.txt 'Django>=6.0,<6.1'
+	@touch $(DJ60_STAMP)
+
+test-django60: $(DJ60_STAMP)
+	$(DJ60_PY) -m pytest tests/test_backend*.py $(PYTEST_ARGS)
+
+# Fault injection (docs/reliability.md). SEED=n replays one run, SEEDS=n runs n random seeds,
+# CHAOS_DURATION=s changes the length of the faulted load (default 300 s).
+chaos: $(STAMP)
+	$(PY) -m tests.chaos.run --duration $(or $(CHAOS_DURATION),300) \
+		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) $(CHAOS_ARGS)
+
+# The CI-sized variant (also part of `make test`).
+chaos-short: $(STAMP)
+	$(PY) -m pytest tests/chaos/test_chaos_short.py $(PYTEST_ARGS)
 
 lint: $(STAMP)
 	$(PY) -m ruff check dtq dtq_project tests

@@ -38,6 +38,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--n", type=int, default=0, help="pre-queued no-op tasks per drain")
     ap.add_argument("--budget", type=float, default=840.0, help="seconds; later runs are skipped")
     ap.add_argument("--out", default="", help="results directory (default bench/results[/smoke])")
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                    help="first wait up to this long for the 1-min load to drop below cores/2")
     return ap.parse_args(argv)
 
 
@@ -72,11 +74,21 @@ def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], di
     return chosen, skipped
 
 
+def wait_idle(limit: float, cores: int) -> None:
+    """Sleep (bounded by `limit` seconds) until the machine's 1-min load is below cores/2."""
+    deadline = time.monotonic() + limit
+    while os.getloadavg()[0] >= cores / 2 and time.monotonic() < deadline:
+        print(f"waiting for an idle machine: load {os.getloadavg()[0]:.1f}", flush=True)
+        time.sleep(min(30.0, max(0.0, deadline - time.monotonic())))
+
+
 def main(argv: list[str] | None = None) -> int:
     """Start a private Redis, measure every system `runs` times, write the report."""
     args = parse_args(argv)
     runs = 1 if args.smoke else max(1, args.runs)
     plan = make_plan(args)
+    if args.wait_idle > 0:
+        wait_idle(args.wait_idle, args.cores)
     run_dir = tempfile.mkdtemp(prefix="dtqbench-")
     atexit.register(procs.kill_all)
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
@@ -106,11 +118,12 @@ def main(argv: list[str] | None = None) -> int:
                 p = Pass(system, server, plan)
                 try:
                     metrics = p.run()
+                    failures += p.incomplete > 0
                 except Exception as exc:  # keep going with the other systems
                     failures += 1
                     system.stop()
                     metrics = dict(p.m)
-                    p.notes.append(f"run {r + 1} failed: {exc}".splitlines()[0][:300])
+                    p.notes.append(f"failed: {exc}".splitlines()[0][:300])
                     traceback.print_exc()
                     print(system.worker_log_tail(), file=sys.stderr)
                 results.setdefault(system.name, []).append(metrics)

@@ -2,26 +2,34 @@
 
 from dtq.engine.errors import (
     DtqError,
+    NotInDeadLetterQueue,
+    OperationInProgress,
     PermanentError,
     QueueFull,
     RetryableError,
+    TaskAlreadyFinished,
     TaskCancelled,
     TaskNotFound,
 )
+from dtq.engine.idempotency import idempotent_operation
 from dtq.engine.state import TaskState
 from dtq.result import TaskResult
 from dtq.task import Task, TaskContext, task
 
 __all__ = [
     "DtqError",
+    "NotInDeadLetterQueue",
+    "OperationInProgress",
     "PermanentError",
     "QueueFull",
     "RetryableError",
     "Task",
+    "TaskAlreadyFinished",
     "TaskCancelled",
     "TaskContext",
     "TaskNotFound",
     "TaskResult",
     "TaskState",
+    "idempotent_operation",
     "task",
 ]

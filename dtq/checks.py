@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 from django.core.checks import Error, Tags, Warning, register
@@ -33,8 +34,12 @@ POSITIVE_NUMBERS = (
     "FINALIZE_BATCH",
     "WORKER_CONCURRENCY",
     "DEFAULT_MAX_ATTEMPTS",
+    "API_MAX_BODY_BYTES",
+    "API_PAGE_SIZE",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
+THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+MIN_TOKEN_LENGTH = 16
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -101,6 +106,38 @@ def _setting_errors() -> list[Error]:
     return errors
 
 
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def _limit_errors() -> list[Error]:
+    """Check the optional and non-negative settings that _setting_errors does not cover."""
+    s = dtq_settings
+    errors = []
+    for name in ("DEFAULT_TIMEOUT", "LEASE_TIMEOUT"):
+        value = getattr(s, name)
+        if value is not None and (not _is_number(value) or value <= 0):
+            errors.append(_error(f"DTQ['{name}'] must be None or a positive number, got {value!r}",
+                                 "Remove it to use the default.", 10))
+    if not _is_number(s.RETRY_JITTER) or not 0 <= s.RETRY_JITTER <= 1:
+        errors.append(_error(f"DTQ['RETRY_JITTER'] must be between 0 and 1, got {s.RETRY_JITTER!r}",
+                             "0 disables jitter; 0.5 spreads delays by +/-50%.", 11))
+    if not _is_number(s.FINALIZE_FLUSH_MS) or s.FINALIZE_FLUSH_MS < 0:
+        errors.append(_error(f"DTQ['FINALIZE_FLUSH_MS'] must be >= 0, got {s.FINALIZE_FLUSH_MS!r}",
+                             "0 flushes every outcome at once.", 12))
+    depths = s.QUEUE_MAX_DEPTH
+    if not isinstance(s.MAX_QUEUE_DEPTH, int) or s.MAX_QUEUE_DEPTH < 0:
+        errors.append(_error(f"DTQ['MAX_QUEUE_DEPTH'] must be a whole number >= 0, got "
+                             f"{s.MAX_QUEUE_DEPTH!r}", "0 means unlimited.", 13))
+    if not isinstance(depths, dict) or not all(
+        isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
+        for q, n in depths.items()
+    ):
+        errors.append(_error("DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
+                             "For example {'emails': 10000}.", 14))
+    return errors
+
+
 def _timing_errors() -> list[Error]:
     s = dtq_settings
     errors = []
@@ -126,6 +163,31 @@ def _timing_errors() -> list[Error]:
     return errors
 
 
+def _api_errors() -> list[Error]:
+    s = dtq_settings
+    errors = []
+    token = s.METRICS_TOKEN
+    if token is not None and (not isinstance(token, str) or len(token) < MIN_TOKEN_LENGTH):
+        errors.append(
+            _error(
+                f"DTQ['METRICS_TOKEN'] must be None or a string of at least {MIN_TOKEN_LENGTH} "
+                "characters",
+                "Generate one with: python -c 'import secrets; print(secrets.token_urlsafe())'",
+                20,
+            )
+        )
+    rate = s.API_SUBMIT_THROTTLE
+    if rate is not None and not (isinstance(rate, str) and THROTTLE_RATE.match(rate)):
+        errors.append(
+            _error(
+                f"DTQ['API_SUBMIT_THROTTLE'] is not a rate: {rate!r}",
+                "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'.",
+                21,
+            )
+        )
+    return errors
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
     """Validate the DTQ settings dict."""
@@ -134,7 +196,7 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
         dtq_settings.KEY_PREFIX  # noqa: B018  (forces the load, which validates the keys)
     except ConfigurationError as exc:
         return [_error(str(exc), "See docs/configuration.md for the accepted keys.", 1)]
-    errors = _setting_errors()
+    errors = _setting_errors() + _limit_errors() + _api_errors()
     return errors or _timing_errors()
 
 

@@ -49,6 +49,11 @@ DEFAULTS: dict[str, Any] = {
     "FINALIZE_BATCH": 256,
     "FINALIZE_FLUSH_MS": 1.0,
     "WORKER_CONCURRENCY": 16,
+    # REST API (dtq.api)
+    "METRICS_TOKEN": None,  # bearer token that may read /metrics and ready/ without a user
+    "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
+    "API_SUBMIT_THROTTLE": None,  # DRF rate for POST tasks/ per user, e.g. "100/minute"
+    "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
 }
 
 

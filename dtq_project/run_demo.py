@@ -1,5 +1,5 @@
 """`make demo`: start Redis if needed, run worker + scheduler + reaper, submit demo tasks,
-and show them finishing."""
+show them finishing, then serve the admin dashboard and keep tasks flowing until Ctrl-C."""
 
 from __future__ import annotations
 
@@ -44,6 +44,9 @@ def submit_demo_tasks() -> list[object]:
         tasks.flaky.enqueue(2),
         tasks.poison.enqueue(),
         tasks.add.using(run_after=timedelta(seconds=3)).enqueue(40, 2),
+        # Standard django.tasks code, run by the same dtq worker:
+        tasks.word_count.enqueue("at least once, never silently dropped"),
+        tasks.describe_run.enqueue("django.tasks"),
     ]
 
 
@@ -56,9 +59,11 @@ def show(results: list[object]) -> bool:
         outcome = ""
         if r.state == "SUCCEEDED":
             outcome = f"-> {r.return_value!r}"
-        elif r.error:
+        elif getattr(r, "error", None):
             outcome = f"({r.error['class']}: {r.error['message']})"
-        print(f"  {r.name.rsplit('.', 1)[-1]:<10} {r.state:<14} attempt {r.attempt}  {outcome}")
+        # dtq results have a name; django.tasks results (DtqTaskResult) have a task.
+        name = r.task.name if hasattr(r, "task") else r.name.rsplit(".", 1)[-1]
+        print(f"  {name:<12} {r.state:<14} attempt {r.attempt}  {outcome}")
         done = done and r.is_finished
     return done
 
@@ -71,10 +76,14 @@ def main() -> None:
 
     django.setup()
     call_command("migrate", verbosity=0)
+    from dtq_project import demo_site
+
+    port = demo_site.choose_port()
     procs = [
-        spawn("dtq_worker", "--queue", "demo"),
+        spawn("dtq_worker", "--queue", "demo", "--queue", "reports"),
         spawn("dtq_scheduler"),
         spawn("dtq_reaper"),
+        demo_site.serve(port),
     ]
     try:
         results = submit_demo_tasks()
@@ -82,8 +91,17 @@ def main() -> None:
             time.sleep(1)
             print(time.strftime("%H:%M:%S"), "tasks:")
             if show(results):
-                print("All demo tasks finished. Stopping.")
+                print("All demo tasks finished.")
                 break
+        password = demo_site.ensure_admin()
+        if not demo_site.wait_until_up(port):
+            raise SystemExit("the admin site did not start (see the daphne output above)")
+        print(f"\nAdmin dashboard: http://127.0.0.1:{port}/admin/dtq/taskqueue/")
+        print(f"  user: {demo_site.ADMIN_USER}   password: {password}   (new each run)")
+        print("Submitting demo tasks every second (a few end in the DLQ). Ctrl-C stops.\n")
+        demo_site.keep_flowing()
+    except KeyboardInterrupt:
+        print("\nStopping.")
     finally:
         for proc in procs:
             proc.send_signal(signal.SIGTERM)

@@ -68,6 +68,17 @@ DTQ = {
     "RETRY_CAP": 5.0,
 }
 
+# REST API at /api/ (docs/api.md): DRF with token auth, OpenAPI schema, Swagger UI (no CDN).
+INSTALLED_APPS += [
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+]
+
+# Standard django.tasks code runs on dtq too (docs/django-tasks.md); see demo/tasks.py.
+TASKS = {"default": {"BACKEND": "dtq.backends.DtqBackend", "QUEUES": [], "OPTIONS": {}}}
+
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,

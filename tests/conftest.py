@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -17,6 +18,7 @@ import pytest
 import redis
 
 from dtq.embedded import RedisServer
+from dtq.engine.keys import BANDS, GROUP, Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 _embedded: RedisServer | None = None
@@ -111,6 +113,39 @@ class Env:
         rows = [json.loads(line) for line in self.witness_path.read_text().splitlines() if line]
         return [r for r in rows if task is None or r["task"] == task]
 
+    @property
+    def keys(self) -> Keys:
+        return Keys(self.prefix)
+
+    def stats(self, queue: str = "tests") -> dict[str, int]:
+        """Return the counters of a queue (absorbed, stale, reclaimed, succeeded...)."""
+        return {k: int(v) for k, v in self.client.hgetall(self.keys.stats(queue)).items()}
+
+    def events(self, kind: str) -> list[dict[str, Any]]:
+        """Return the lifecycle events of one type from the events stream, oldest first."""
+        rows = [json.loads(f["e"]) for _, f in self.client.xrange(self.keys.events)]
+        return [row for row in rows if row["type"] == kind]
+
+    def leftovers(self, queue: str = "tests") -> dict[str, int]:
+        """Return what is still in flight: unacknowledged entries, leases, schedule members."""
+        pending = 0
+        for band in BANDS:
+            stream = self.keys.stream(queue, band)
+            if self.client.exists(stream) and self.client.xinfo_groups(stream):
+                pending += int(self.client.xpending(stream, GROUP)["pending"])
+        return {
+            "pending": pending,
+            "running": self.client.zcard(self.keys.running),
+            "schedule": self.client.zcard(self.keys.schedule),
+        }
+
+    def use_server(self, url: str) -> None:
+        """Point settings, later processes and the test's client at another Redis server."""
+        self.url = url
+        self.configure(REDIS_URL=url)
+        self.client.close()
+        self.client = redis.Redis.from_url(url, decode_responses=True)
+
     def stop_all(self) -> None:
         for proc in self.procs:
             if proc.poll() is None:
@@ -135,3 +170,16 @@ def dtq_env(settings: Any, tmp_path: Path) -> Iterator[Env]:
     env = Env(url, prefix, tmp_path, settings)
     yield env
     env.cleanup()
+
+
+@pytest.fixture
+def private_redis(dtq_env: Env) -> Iterator[RedisServer]:
+    """A Redis server of this test's own (AOF on, free to restart), with dtq_env using it."""
+    server = RedisServer(appendonly=True).start()
+    shared = dtq_env.url
+    dtq_env.use_server(server.url)
+    yield server
+    dtq_env.stop_all()
+    dtq_env.use_server(shared)  # dtq_env's cleanup then finds nothing of ours on the shared one
+    server.stop(signal.SIGKILL)
+    shutil.rmtree(server.data_dir, ignore_errors=True)

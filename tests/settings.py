@@ -13,9 +13,15 @@ INSTALLED_APPS = [
     "django.contrib.contenttypes",
     "django.contrib.sessions",
     "django.contrib.messages",
+    "django.contrib.staticfiles",
     "dtq",
     "tests.testapp",
 ]
+# The admin pages and their live feed (tests/test_admin_*.py, tests/browser/): the browser
+# tests serve dtq_project.asgi with these settings on 127.0.0.1.
+ALLOWED_HOSTS = ["127.0.0.1", "localhost", "testserver"]
+STATIC_URL = "static/"
+PASSWORD_HASHERS = ["django.contrib.auth.hashers.MD5PasswordHasher"]  # fast logins in tests
 MIDDLEWARE = [
     "django.contrib.sessions.middleware.SessionMiddleware",
     "django.middleware.csrf.CsrfViewMiddleware",
@@ -57,3 +63,15 @@ DTQ = {
 }
 # Worker processes started by a test get that test's setting changes through the environment.
 DTQ.update(json.loads(os.environ.get("DTQ_TEST_OVERRIDES", "{}")))
+
+# django.tasks on dtq (tests/test_backend*.py); its test tasks live in their own module.
+TASKS = {"default": {"BACKEND": "dtq.backends.DtqBackend", "QUEUES": [], "OPTIONS": {}}}
+DTQ.setdefault("TASK_MODULES", ["tests.testapp.django_tasks"])
+
+# REST API (dtq.api, tests/test_api_*.py): DRF with token auth, drf-spectacular and its sidecar.
+INSTALLED_APPS += [
+    "rest_framework",
+    "rest_framework.authtoken",
+    "drf_spectacular",
+    "drf_spectacular_sidecar",
+]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import time
 from dataclasses import dataclass, replace
 
@@ -36,6 +37,7 @@ class Pass:
         self.seq = 0
         self.m: Metrics = {}
         self.notes: list[str] = []
+        self.incomplete = 0  # drains that did not finish: a broken system, not a slow one
 
     def _seqs(self, n: int) -> range:
         """A fresh range of task sequence numbers."""
@@ -53,8 +55,10 @@ class Pass:
         recs = self._records().select(seqs)
         self.m[key] = drain_rate(recs)
         if not ok:
-            self.notes.append(f"{key}: only {len(recs)}/{len(seqs)} done in "
-                              f"{self.plan.drain_timeout:.0f}s")
+            self.incomplete += 1
+            why = ("a worker process exited" if not procs.wait_alive(self.sys.workers)
+                   else f"timed out after {self.plan.drain_timeout:.0f}s")
+            self.notes.append(f"{key}: only {len(recs)}/{len(seqs)} done ({why})")
         return ok
 
     def run(self) -> Metrics:
@@ -66,6 +70,7 @@ class Pass:
         finally:
             self.sys.stop()
         self.m["duplicates"] = float(self.sys.duplicates)
+        self.m["load1"] = os.getloadavg()[0]  # other work on the machine skews everything
         return self.m
 
     def _noop_one_process(self) -> None:
@@ -94,9 +99,9 @@ class Pass:
         seqs = self._seqs(p.n)
         self.sys.enqueue_many(seqs.start, p.n)
         self.sys.start_worker(p.cores)
-        if not self._drain(f"drain_{p.cores}p", seqs):
+        if not self._drain("drain_np", seqs):
             return
-        self.m[f"rss_{p.cores}p"], self.m[f"pss_{p.cores}p"] = procs.memory_mb(
+        self.m["rss_np"], self.m["pss_np"] = procs.memory_mb(
             self.sys.worker_pids())
         warm = self._seqs(20)
         self.sys.enqueue_many(warm.start, len(warm))
@@ -119,9 +124,9 @@ class Pass:
     def _io_drains(self) -> None:
         """(b') drains of pre-queued 1 ms-sleep tasks, one process then one per core."""
         p = self.plan
-        for procs_n in (1, p.cores):
+        for key, procs_n in (("io_1p", 1), ("io_np", p.cores)):
             seqs = self._seqs(p.n_io)
             self.sys.enqueue_many(seqs.start, p.n_io, kind="io")
             self.sys.start_worker(procs_n)
-            self._drain(f"io_{procs_n}p", seqs)
+            self._drain(key, seqs)
             self.sys.stop()

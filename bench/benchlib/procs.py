@@ -71,10 +71,12 @@ def memory_mb(pids: list[int]) -> tuple[float, float]:
     rss = pss = 0.0
     for pid in pids:
         for p in _tree(pid):
-            if p.pid in seen or p.name() == "timeout":
+            if p.pid in seen:
                 continue
             seen.add(p.pid)
-            with contextlib.suppress(psutil.Error):
+            with contextlib.suppress(psutil.Error):  # short-lived children may vanish any time
+                if p.name() == "timeout":
+                    continue
                 info = p.memory_full_info()
                 rss += info.rss
                 pss += getattr(info, "pss", info.rss)

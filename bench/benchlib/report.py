@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+import json
 import os
 import platform
 import statistics
+from dataclasses import asdict
 from typing import Any
 
 import matplotlib
@@ -19,9 +21,9 @@ Runs = list[dict[str, Any]]
 COLUMNS: list[tuple[str, str, str]] = [
     ("enqueue", "enqueue/s", "hi"),
     ("drain_1p", "drain/s 1 proc", "hi"),
-    ("drain_2p", "drain/s 2 proc", "hi"),
+    ("drain_np", "drain/s N proc", "hi"),
     ("io_1p", "1ms-io drain/s 1 proc", "hi"),
-    ("io_2p", "1ms-io drain/s 2 proc", "hi"),
+    ("io_np", "1ms-io drain/s N proc", "hi"),
     ("lat100_p50", "p50 ms @100/s", "lo"),
     ("lat100_p99", "p99 ms @100/s", "lo"),
     ("lat1000_p50", "p50 ms @1000/s", "lo"),
@@ -30,12 +32,13 @@ COLUMNS: list[tuple[str, str, str]] = [
     ("rtt_total", "round trips/task", "lo"),
     ("rss_1p", "RSS MiB 1 proc", "lo"),
     ("pss_1p", "PSS MiB 1 proc", "lo"),
-    ("pss_2p", "PSS MiB 2 proc", "lo"),
+    ("pss_np", "PSS MiB N proc", "lo"),
 ]
 DETAIL: list[tuple[str, str]] = [
     ("cmds_enqueue", "cmds/task enqueue"), ("rtt_enqueue", "round trips/task enqueue"),
     ("cmds_worker", "cmds/task worker"), ("rtt_worker", "round trips/task worker"),
-    ("rss_2p", "RSS MiB 2 proc"), ("duplicates", "duplicate executions"),
+    ("rss_np", "RSS MiB N proc"), ("duplicates", "duplicate executions"),
+    ("load1", "1-min load avg at end"),
 ]
 
 
@@ -63,6 +66,11 @@ def fmt(v: float | None) -> str:
     return f"{v:.2f}" if abs(v) >= 0.1 or v == 0 else f"{v:.2g}"
 
 
+def _h(header: str, cores: int) -> str:
+    """Column header with the 'one process per core' count filled in."""
+    return header.replace("N proc", f"{cores} proc")
+
+
 def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
     """Markdown table lines."""
     out = ["| " + " | ".join(headers) + " |", "|" + "---|" * len(headers)]
@@ -72,7 +80,7 @@ def _table(headers: list[str], rows: list[list[str]]) -> list[str]:
 
 def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: dict[str, str],
           results: dict[str, Runs], notes: dict[str, list[str]]) -> tuple[str, str]:
-    """Write <date>.md and <date>.png into out_dir; return their paths."""
+    """Write <date>.md, <date>.png and <date>.json (raw runs) into out_dir; return md, png."""
     os.makedirs(out_dir, exist_ok=True)
     base = os.path.join(out_dir, meta["date"])
     md_path, png_path = base + ".md", base + ".png"
@@ -83,22 +91,27 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
               f"{platform.platform()}, Python {meta['python']}, private redis-server "
               f"{meta['redis']} on 127.0.0.1 (no persistence). Whole run took "
               f"{meta['seconds']:.0f} s.", ""]
+    loads = [r["load1"] for runs in results.values() for r in runs if r.get("load1") is not None]
+    if loads and max(loads) > plan.cores * 0.75:
+        lines += [f"**Warning:** the machine was busy with other work (1-min load average up "
+                  f"to {max(loads):.1f} on {plan.cores} cores); absolute figures are noisy, "
+                  f"the per-run dtq/peer ratios less so.", ""]
     lines += ["## Results", ""]
     rows = [[n] + [fmt(median_of(results[n], k)) for k, _, _ in COLUMNS] for n in names]
-    lines += [*_table(["system"] + [h for _, h, _ in COLUMNS], rows), ""]
+    lines += [*_table(["system"] + [_h(h, plan.cores) for _, h, _ in COLUMNS], rows), ""]
     if "dtq" in results:
         lines += ["## dtq / peer (median of per-run ratios)", "",
                   "Throughput columns: >1 means dtq is faster. Latency, commands and memory "
                   "columns: <1 means dtq uses less.", ""]
         rows = [[n] + [fmt(ratio_of(results["dtq"], results[n], k)) for k, _, _ in COLUMNS]
                 for n in names if n != "dtq"]
-        lines += [*_table(["peer"] + [h for _, h, _ in COLUMNS], rows), ""]
+        lines += [*_table(["peer"] + [_h(h, plan.cores) for _, h, _ in COLUMNS], rows), ""]
     else:
         reason = skipped.get("dtq", "not selected")
         lines += [f"**dtq was not measured** ({reason}); no dtq/peer ratios in this file.", ""]
     lines += ["## Details", ""]
     rows = [[n] + [fmt(median_of(results[n], k)) for k, _ in DETAIL] for n in names]
-    lines += [*_table(["system"] + [h for _, h in DETAIL], rows), ""]
+    lines += [*_table(["system"] + [_h(h, plan.cores) for _, h in DETAIL], rows), ""]
     lines += ["## Systems, configurations, delivery guarantee", ""]
     rows = [[s.name, s.package + " " + s.version(), s.config, s.at_least_once]
             for s in systems]
@@ -125,12 +138,20 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
               "the harness's own INFO calls are excluded. Worker start-up and idle polling "
               "during the window count.",
               "- memory: RSS and PSS (psutil) summed over the worker process tree after the "
-              "drain.", ""]
+              "drain (a supervisor process, where the system has one, is included).", ""]
+    lines += [f"- {s.name}: task counts scaled by {s.scale:g} ({int(plan.n * s.scale)} no-op / "
+              f"{int(plan.n_io * s.scale)} 1ms-io tasks per drain) to stay within the time "
+              f"budget." for s in systems if s.scale != 1.0]
+    if any(s.scale != 1.0 for s in systems):
+        lines.append("")
     all_notes = [f"- {k}: {n}" for k, ns in notes.items() for n in ns]
     if all_notes:
         lines += ["## Notes", "", *all_notes, ""]
     with open(md_path, "w", encoding="utf-8") as fh:
         fh.write("\n".join(lines))
+    with open(base + ".json", "w", encoding="utf-8") as fh:  # raw per-run figures
+        json.dump({"meta": {**meta, "plan": asdict(plan)}, "skipped": skipped,
+                   "results": results, "notes": notes}, fh, indent=1)
     chart(png_path, names, results, meta)
     return md_path, png_path
 
@@ -140,11 +161,16 @@ def chart(path: str, names: list[str], results: dict[str, Runs], meta: dict[str,
     fig, axes = plt.subplots(3, 5, figsize=(20, 11))
     colors = ["#d62728" if n == "dtq" else "#1f77b4" for n in names]
     for ax, (key, header, better) in zip(axes.flat, COLUMNS, strict=False):
-        vals = [median_of(results[n], key) or 0.0 for n in names]
+        meds = [median_of(results[n], key) for n in names]
+        vals = [v or 0.0 for v in meds]
         ax.bar(range(len(names)), vals, color=colors)
+        for i, v in enumerate(meds):
+            if v is None:
+                ax.annotate("n/a", (i, 0), xytext=(0, 2), textcoords="offset points",
+                            ha="center", va="bottom", fontsize=7, annotation_clip=False)
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
-        ax.set_title(f"{header} ({'higher' if better == 'hi' else 'lower'} is better)",
-                     fontsize=9)
+        direction = "higher" if better == "hi" else "lower"
+        ax.set_title(f"{_h(header, meta['plan'].cores)} ({direction} is better)", fontsize=9)
         if key.startswith("lat") and any(vals):
             ax.set_yscale("log")
     for ax in list(axes.flat)[len(COLUMNS):]:

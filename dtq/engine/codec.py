@@ -38,6 +38,10 @@ def fingerprint(name: str, payload: str) -> str:
 
 def truncate(text: str, limit: int) -> str:
     """Cut text to at most limit characters, marking the cut (never mid-character)."""
+    # Error text may hold lone surrogates (str(exc) of a decoding error, os.fsdecode'd paths).
+    # JSON in UTF-8 cannot carry them, and failing to encode an error would leave the attempt
+    # unfinalized, so they are escaped as text.
+    text = text.encode("utf-8", "backslashreplace").decode("utf-8")
     if len(text) <= limit:
         return text
     return text[: max(limit - 20, 0)] + "\n...[truncated]"

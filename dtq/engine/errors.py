@@ -79,3 +79,36 @@ class TaskTimeout(RetryableError):
 
 class WorkerLost(DtqError):
     """Recorded when a task's worker died or stopped renewing its lease."""
+
+
+class TaskExpired(DtqError):
+    """Recorded when a task's TTL passed before it could start."""
+
+
+class TaskAlreadyFinished(DtqError):
+    """Raised when an operation needs a live task but the task already reached a final state."""
+
+    def __init__(self, task_id: str, state: str) -> None:
+        super().__init__(f"task {task_id} already finished ({state})")
+        self.task_id = task_id
+        self.state = state
+
+
+class NotInDeadLetterQueue(DtqError):
+    """Raised when a task has no DLQ entry (never dead-lettered, replayed, discarded, expired)."""
+
+    def __init__(self, task_id: str, detail: str = "") -> None:
+        super().__init__(f"task {task_id} is not in a dead-letter queue{detail}")
+        self.task_id = task_id
+
+
+class InvalidOperation(DtqError):
+    """Raised when an operator action's arguments are invalid (bad queue name, bad filter)."""
+
+
+class OperationInProgress(RetryableError):
+    """Raised when another attempt holds an idempotent operation's key; retry after `delay`."""
+
+    def __init__(self, key: str, delay: float) -> None:
+        super().__init__(f"idempotent operation {key!r} is running elsewhere", delay=delay)
+        self.key = key

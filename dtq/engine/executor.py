@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import logging
 import threading
 import time
 import traceback
@@ -16,6 +17,7 @@ from dtq.engine.retry import RetryPolicy
 
 MAX_MESSAGE = 2000
 MAX_TRACEBACK = 8000
+log = logging.getLogger("dtq.worker")
 
 
 @dataclass(slots=True, eq=False)
@@ -48,6 +50,7 @@ class Outcome:
     data: str  # result JSON on success, else error JSON {class, message}
     history: str  # attempt history entry JSON
     delay_ms: int = 0
+    exc: BaseException | None = field(default=None, repr=False)  # for hooks; never stored
 
 
 def _error_name(exc: BaseException) -> str:
@@ -78,13 +81,14 @@ def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -
         {"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)}
     )
     if isinstance(exc, TaskCancelled):
-        return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc))
+        return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc), exc=exc)
     if retryable and att.attempt < att.max_attempts:
         delay = getattr(exc, "delay", None)
         if delay is None:
             delay = RetryPolicy.from_dict(codec.loads(att.retry) or None).delay(att.attempt)
-        return Outcome("retry", error, _record(att, worker_id, "retry", exc), int(delay * 1000))
-    return Outcome("fail", error, _record(att, worker_id, "failed", exc))
+        retry = _record(att, worker_id, "retry", exc)
+        return Outcome("retry", error, retry, int(delay * 1000), exc=exc)
+    return Outcome("fail", error, _record(att, worker_id, "failed", exc), exc=exc)
 
 
 def success(att: Attempt, worker_id: str, value: Any) -> Outcome:
@@ -141,6 +145,45 @@ async def _call(
 
 
 async def execute(
+    att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
+) -> Outcome:
+    """Run one attempt, with its registry entry's hooks around it if it has them.
+
+    An entry may define started(att, worker_id, context) -> the context its handler takes, and
+    finished(att, worker_id, outcome); dtq.backends uses them for django.tasks' signals. They
+    run on the pool, not on the loop, so their receivers may use the ORM.
+    """
+    entry = registry.get(att.name)
+    if not hasattr(entry, "started"):
+        return await _execute(att, worker_id, context, pool, on_stuck)
+    loop = asyncio.get_running_loop()
+    try:
+        context = await loop.run_in_executor(
+            pool, _hook, entry.started, context, att, worker_id, context
+        )
+        outcome = await _execute(att, worker_id, context, pool, on_stuck)
+    except asyncio.CancelledError:
+        if not att.cancel.is_set():
+            raise  # worker shutdown
+        outcome = failure(att, worker_id, TaskCancelled("cancelled on request"), False)
+    try:
+        await loop.run_in_executor(pool, _hook, entry.finished, None, att, worker_id, outcome)
+    except asyncio.CancelledError:
+        if not att.cancel.is_set():
+            raise  # a cancel request that comes now must not lose a known outcome
+    return outcome
+
+
+def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
+    """Call a registry entry's hook; a failing hook is logged and never fails the attempt."""
+    try:
+        return method(att, *args)
+    except Exception:
+        log.exception("task_id=%s: %s hook failed", att.id, getattr(method, "__name__", "?"))
+        return default
+
+
+async def _execute(
     att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
 ) -> Outcome:
     """Run the handler of one attempt and return its outcome (never raises)."""

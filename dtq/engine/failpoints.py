@@ -17,6 +17,7 @@ NAMES = frozenset(
         "worker.after_finalize",
         "scheduler.after_promote",
         "reaper.after_reclaim",
+        "idempotency.after_fn",
     }
 )
 

@@ -103,3 +103,6 @@ class Keys:
 
     def process(self, role: str, process_id: str) -> str:
         return self._k(f"proc:{role}:{process_id}")
+
+    def processes(self, role: str) -> str:
+        return self._k(f"procs:{role}")

@@ -17,6 +17,8 @@ from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 from dtq.engine.scripts import Scripts
 
+PROCESS_HISTORY = 3600  # seconds a stopped or dead process stays listed
+
 
 class Periodic:
     """Runs run_once() until stopped; subclasses set `role` and implement run_once()."""
@@ -63,12 +65,28 @@ class Periodic:
                 continue
             if not busy:
                 self.stopped.wait(self.interval())
-        self.client.delete(self.keys.process(self.role, self.process_id))
+        self._unregister()
         self.log.info("%s stopped process_id=%s", self.role, self.process_id)
 
     def _beat(self) -> None:
+        # The process key expires by itself when we die; the per-role zset is the index the
+        # read side lists (no SCAN), pruned here so it only holds the last hour of processes.
+        now = time.time()
         ttl = max(int(3 * float(dtq_settings.REAPER_INTERVAL) + 5), 10)
-        self.client.set(self.keys.process(self.role, self.process_id), time.time(), ex=ttl)
+        registry = self.keys.processes(self.role)
+        pipe = self.client.pipeline(transaction=False)
+        pipe.set(self.keys.process(self.role, self.process_id), now, ex=ttl)
+        pipe.zadd(registry, {self.process_id: now})
+        pipe.zremrangebyscore(registry, "-inf", now - PROCESS_HISTORY)
+        pipe.expire(registry, PROCESS_HISTORY)
+        pipe.execute()
+
+    def _unregister(self) -> None:
+        """Remove this process from the liveness registry."""
+        pipe = self.client.pipeline(transaction=False)
+        pipe.delete(self.keys.process(self.role, self.process_id))
+        pipe.zrem(self.keys.processes(self.role), self.process_id)
+        pipe.execute()
 
     def stop(self) -> None:
         """Ask the loop to end after the current pass."""

@@ -13,6 +13,9 @@ from dtq.engine.periodic import Periodic
 from dtq.engine.state import TERMINAL_STATES
 
 RETENTION_EVERY = 60.0  # seconds between retention sweeps
+# Every reaper claims into one consumer name, so the group does not collect a consumer per
+# reaper process; entries it leaves pending belong to live attempts and are acked by them.
+REAPER_CONSUMER = "dtq-reaper"
 
 
 class Reaper(Periodic):
@@ -76,10 +79,10 @@ class Reaper(Periodic):
                 pending = self._pending_of(stream, worker_id)
                 remaining += len(pending)
                 if pending:
-                    entries = self.client.xclaim(stream, GROUP, self.process_id, 0, pending)
+                    entries = self.client.xclaim(stream, GROUP, REAPER_CONSUMER, 0, pending)
                     settled += self._reconcile(queue, band, entries)
             if not remaining:
-                self._forget(worker_id)
+                self._forget_worker(worker_id)
         return settled
 
     def _pending_of(self, stream: str, consumer: str) -> list[str]:
@@ -93,10 +96,11 @@ class Reaper(Periodic):
             raise
         return [row["message_id"] for row in rows]
 
-    def _forget(self, worker_id: str) -> None:
+    def _forget_worker(self, worker_id: str) -> None:
+        keys, argv = layout.build(self.keys, self._known_queues())
+        if self.scripts.forget_consumer(keys=keys, args=[*argv, worker_id]):
+            return  # it read entries since we looked: settle them on the next pass
         pipe = self.client.pipeline(transaction=False)
-        for _, _, stream in self._streams(self._known_queues()):
-            pipe.execute_command("XGROUP", "DELCONSUMER", stream, GROUP, worker_id)
         pipe.zrem(self.keys.workers, worker_id)
         pipe.delete(self.keys.worker(worker_id))
         pipe.execute(raise_on_error=False)
@@ -113,7 +117,7 @@ class Reaper(Periodic):
             cursor = self.cursors.get(stream, "0-0")
             try:
                 reply = self.client.xautoclaim(
-                    stream, GROUP, self.process_id, idle_ms, start_id=cursor, count=batch
+                    stream, GROUP, REAPER_CONSUMER, idle_ms, start_id=cursor, count=batch
                 )
             except Exception as exc:
                 if "NOGROUP" in str(exc):

@@ -1,13 +1,22 @@
-"""Read side: task records and results as plain dicts (no Redis command elsewhere)."""
+"""Read side: what the admin, API and commands show (they send no Redis command themselves).
+
+Lists come from registries and per-state index zsets, never from a SCAN of the keyspace, and
+each function costs one or two pipelined round trips.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import time
+from typing import Any, TypedDict
+
+from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids
 from dtq.engine.connection import get_client
-from dtq.engine.keys import Keys
+from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
+from dtq.engine.layout import STATE_ORDER
+from dtq.engine.state import TaskState
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
 MS_FIELDS = (
@@ -69,3 +78,488 @@ def get_task(task_id: str) -> dict[str, Any] | None:
     record["has_result"] = result is not None
     record["result"] = codec.loads(result) if result is not None else None
     return record
+
+
+# ----- queues ----------------------------------------------------------------------------
+
+COUNTERS = (
+    "submitted",
+    "queued",
+    "started",
+    "succeeded",
+    "failed",
+    "retried",
+    "dead_lettered",
+    "cancelled",
+    "expired",
+    "absorbed",
+    "reclaimed",
+    "stale",
+    "replayed",
+    "discarded",
+    "purged",
+    "active",
+)
+# Every counter but 'active' (a level, not an event count) is also kept per minute.
+THROUGHPUT_COUNTERS = tuple(c for c in COUNTERS if c != "active")
+SCHEDULED_STATES = (TaskState.PENDING, TaskState.RETRYING)
+ROLES = ("scheduler", "reaper")
+THROUGHPUT_MINUTES = 120  # the per-minute buckets expire after two hours (lib.lua)
+MAX_PAGE = 1000
+
+
+class QueueOverview(TypedDict):
+    """One queue at a glance; per-band lists are indexed by band (0 high, 1 normal, 2 low)."""
+
+    name: str
+    paused: bool
+    depth: list[int]  # stream length: entries waiting plus entries read but not acknowledged
+    pending: list[int]  # entries read by a worker and not acknowledged yet (XPENDING)
+    waiting: list[int]  # entries no worker has read yet
+    states: dict[str, int]  # tasks per state, from the index zsets (terminal: within retention)
+    queued: int
+    running: int
+    scheduled: int  # PENDING (delayed) plus RETRYING (waiting for their backoff)
+    dlq: int
+    counters: dict[str, int]
+    oldest_waiting_age: float | None  # seconds the oldest QUEUED task has waited
+
+
+def _keys() -> Keys:
+    # Process-wide keys (queues, workers, processes) live in shard 0; SHARDS must be 1 (E005).
+    return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+def _now_ms(reply: tuple[int, int]) -> int:
+    """Convert a TIME reply to milliseconds (the clock every script writes with)."""
+    return int(reply[0]) * 1000 + int(reply[1]) // 1000
+
+
+def _raise_errors(replies: list[Any]) -> None:
+    # Pipelines run with raise_on_error=False because XPENDING fails on unread streams.
+    for reply in replies:
+        if isinstance(reply, Exception):
+            raise reply
+
+
+def _pending_count(reply: Any) -> int:
+    if isinstance(reply, ResponseError):
+        if "NOGROUP" in str(reply):
+            return 0  # no worker has read this stream yet: nothing can be pending
+        raise reply
+    return int(reply["pending"])
+
+
+def queue_names() -> list[str]:
+    """Return every queue that has ever had a task, sorted."""
+    return sorted(str(name) for name in get_client().smembers(_keys().queues))
+
+
+def _queue_commands(pipe: Any, keys: Keys, queue: str) -> None:
+    for band in BANDS:
+        pipe.xlen(keys.stream(queue, band))
+    for band in BANDS:
+        pipe.xpending(keys.stream(queue, band), GROUP)
+    for state in STATE_ORDER:
+        pipe.zcard(keys.index(queue, state))
+    pipe.xlen(keys.dlq(queue))
+    pipe.hgetall(keys.stats(queue))
+    pipe.zrange(keys.index(queue, TaskState.QUEUED), 0, 0, withscores=True)
+
+
+QUEUE_REPLIES = 2 * len(BANDS) + len(STATE_ORDER) + 3  # replies _queue_commands adds
+
+
+def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> QueueOverview:
+    nb, ns = len(BANDS), len(STATE_ORDER)
+    _raise_errors(replies[:nb] + replies[2 * nb :])
+    depth = [int(n) for n in replies[:nb]]
+    pending = [_pending_count(r) for r in replies[nb : 2 * nb]]
+    counts = replies[2 * nb : 2 * nb + ns]
+    states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
+    dlq, stats, oldest = replies[2 * nb + ns :]
+    counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items()}
+    return {
+        "name": queue,
+        "paused": paused,
+        "depth": depth,
+        "pending": pending,
+        "waiting": [max(d - p, 0) for d, p in zip(depth, pending, strict=True)],
+        "states": states,
+        "queued": states[TaskState.QUEUED],
+        "running": states[TaskState.RUNNING],
+        "scheduled": sum(states[s] for s in SCHEDULED_STATES),
+        "dlq": int(dlq),
+        "counters": counters,
+        "oldest_waiting_age": max(now_ms - oldest[0][1], 0) / 1000 if oldest else None,
+    }
+
+
+def queue_overview(queue: str) -> QueueOverview:
+    """Return one queue's depths, state counts, DLQ size, paused flag and counters."""
+    check_queue_name(queue)
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    pipe.time()
+    pipe.sismember(keys.paused, queue)
+    _queue_commands(pipe, keys, queue)
+    now, paused, *replies = pipe.execute(raise_on_error=False)
+    _raise_errors([now, paused])
+    return _parse_queue(queue, replies, bool(paused), _now_ms(now))
+
+
+def overview(queues: list[str] | None = None) -> list[QueueOverview]:
+    """Return queue_overview() of every known queue (or of `queues`) in two round trips."""
+    keys = _keys()
+    client = get_client()
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.smembers(keys.queues)
+    pipe.smembers(keys.paused)
+    now, known, paused = pipe.execute()
+    names = sorted(known) if queues is None else [check_queue_name(q) for q in queues]
+    if not names:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for queue in names:
+        _queue_commands(pipe, keys, queue)
+    replies = pipe.execute(raise_on_error=False)
+    n = QUEUE_REPLIES
+    return [
+        _parse_queue(queue, replies[i * n : (i + 1) * n], queue in paused, _now_ms(now))
+        for i, queue in enumerate(names)
+    ]
+
+
+# ----- workers and processes -------------------------------------------------------------
+
+
+class WorkerInfo(TypedDict):
+    """A worker as its last heartbeat described it."""
+
+    id: str
+    host: str | None
+    pid: int | None
+    queues: list[str]
+    concurrency: int
+    in_flight: int
+    stuck: int  # timed-out sync handlers whose threads still hold a slot
+    processed: int
+    state: str  # running | draining | unknown (its info hash is gone)
+    heartbeat: float  # epoch seconds
+    heartbeat_age: float
+    alive: bool  # heartbeat newer than 2 x lease timeout (the reaper's own test)
+
+
+class ProcessInfo(TypedDict):
+    """A scheduler or reaper process as its registry entry describes it."""
+
+    id: str
+    role: str
+    heartbeat: float
+    heartbeat_age: float
+    alive: bool  # its process key has not expired
+
+
+def _worker(worker_id: str, score: float, raw: dict[str, str], now: float) -> WorkerInfo:
+    heartbeat = float(raw.get("heartbeat") or score)
+    age = max(now - heartbeat, 0.0)
+    return {
+        "id": worker_id,
+        "host": raw.get("host"),
+        "pid": int(raw["pid"]) if raw.get("pid") else None,
+        "queues": _json_or_raw(raw.get("queues")) or [],
+        "concurrency": int(raw.get("concurrency") or 0),
+        "in_flight": int(raw.get("in_flight") or 0),
+        "stuck": int(raw.get("stuck") or 0),
+        "processed": int(raw.get("processed") or 0),
+        "state": raw.get("state") or "unknown",
+        "heartbeat": heartbeat,
+        "heartbeat_age": age,
+        "alive": age < 2 * dtq_settings.lease_timeout,
+    }
+
+
+def workers() -> list[WorkerInfo]:
+    """Return every registered worker (dead ones stay listed until the reaper forgets them)."""
+    keys = _keys()
+    client = get_client()
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrange(keys.workers, 0, -1, withscores=True)
+    now, members = pipe.execute()
+    if not members:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for worker_id, _ in members:
+        pipe.hgetall(keys.worker(worker_id))
+    infos = pipe.execute()
+    now_s = _now_ms(now) / 1000
+    return [
+        _worker(worker_id, score, raw, now_s)
+        for (worker_id, score), raw in zip(members, infos, strict=True)
+    ]
+
+
+def processes(role: str) -> list[ProcessInfo]:
+    """Return the scheduler or reaper processes seen in the last hour, alive or not."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+    keys = _keys()
+    client = get_client()
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrange(keys.processes(role), 0, -1, withscores=True)
+    now, members = pipe.execute()
+    if not members:
+        return []
+    pipe = client.pipeline(transaction=False)
+    for process_id, _ in members:
+        pipe.exists(keys.process(role, process_id))
+    now_s = _now_ms(now) / 1000
+    return [
+        {
+            "id": process_id,
+            "role": role,
+            "heartbeat": score,
+            "heartbeat_age": max(now_s - score, 0.0),
+            "alive": bool(exists),
+        }
+        for (process_id, score), exists in zip(members, pipe.execute(), strict=True)
+    ]
+
+
+# ----- task lists and throughput ---------------------------------------------------------
+
+
+class TaskPage(TypedDict):
+    """One page of task records, newest first; pass next_cursor to get the next page."""
+
+    tasks: list[dict[str, Any]]
+    next_cursor: str | None
+
+
+def _parse_cursor(cursor: str) -> tuple[int, str]:
+    score, _, task_id = cursor.partition(":")
+    if not score.isdigit() or not ids.is_valid(task_id):
+        raise ValueError(f"invalid cursor {cursor!r}")
+    return int(score), task_id
+
+
+def _page_candidates(
+    index_keys: list[str], limit: int, cursor: str | None
+) -> list[tuple[int, str]]:
+    """Return up to limit + 1 (score, id) pairs after the cursor, newest first."""
+    pipe = get_client().pipeline(transaction=False)
+    after: tuple[int, str] | None = _parse_cursor(cursor) if cursor else None
+    for index in index_keys:
+        if after is None:
+            pipe.zrevrangebyscore(index, "+inf", "-inf", start=0, num=limit + 1, withscores=True)
+        else:
+            # Several tasks can enter a state in the same millisecond (one script, one NOW):
+            # take every tie at the cursor's score, then the page strictly below it.
+            pipe.zrevrangebyscore(index, after[0], after[0], withscores=True)
+            pipe.zrevrangebyscore(
+                index, f"({after[0]}", "-inf", start=0, num=limit + 1, withscores=True
+            )
+    found = {(int(score), task_id) for reply in pipe.execute() for task_id, score in reply}
+    if after is not None:
+        found = {item for item in found if item < after}
+    return sorted(found, reverse=True)[: limit + 1]
+
+
+def list_tasks(
+    queue: str, state: str | None = None, limit: int = 50, cursor: str | None = None
+) -> TaskPage:
+    """Return a queue's tasks, newest first by the time they entered their current state.
+
+    With no state, every state's index is merged. Records that expired since they were
+    indexed are left out, so a page can be shorter than `limit` and still have a next page.
+    """
+    check_queue_name(queue)
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be in 1..{MAX_PAGE}, got {limit}")
+    states = [TaskState(state)] if state else list(STATE_ORDER)
+    keys = _keys()
+    candidates = _page_candidates([keys.index(queue, s) for s in states], limit, cursor)
+    page = candidates[:limit]
+    pipe = get_client().pipeline(transaction=False)
+    for _, task_id in page:
+        pipe.hgetall(keys_for(task_id).task(task_id))
+    tasks = [decode_record(raw) for raw in pipe.execute() if raw]
+    more = len(candidates) > limit
+    return {"tasks": tasks, "next_cursor": f"{page[-1][0]}:{page[-1][1]}" if more else None}
+
+
+def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, int]]:
+    """Return per-minute counters, oldest minute first, for one queue or (None) all queues.
+
+    Each row holds 'minute' (epoch seconds of the minute's start) and one value per counter.
+    """
+    minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
+    # The buckets are named by the writer's clock (layout.shared_keys), so use ours too.
+    current = int(time.time() // 60)
+    span = range(current - minutes + 1, current + 1)
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    for minute in span:
+        pipe.hgetall(keys.throughput(minute))
+    rows = []
+    for minute, bucket in zip(span, pipe.execute(), strict=True):
+        row = {"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0)
+        for name, value in bucket.items():
+            owner, _, counter = name.rpartition(":")  # queue names never contain ':'
+            if (queue is None or owner == queue) and counter in THROUGHPUT_COUNTERS:
+                row[counter] += int(value)
+        rows.append(row)
+    return rows
+
+
+# ----- dead-letter queues ----------------------------------------------------------------
+
+DLQ_SCAN_PAGE = 500
+
+
+class DlqEntry(TypedDict):
+    """One dead-letter queue entry, decoded; it outlives its task record (DLQ_RETENTION)."""
+
+    entry_id: str
+    task_id: str
+    name: str
+    queue: str
+    payload: Any
+    attempts: int
+    error: Any  # {class, message}
+    dead_lettered_at: float | None  # epoch seconds
+    created_at: float | None
+    priority: int
+    max_attempts: int | None
+    idempotency_key: str
+
+
+class DlqPage(TypedDict):
+    """One page of a DLQ, newest first; pass next_cursor as `before` for the next page."""
+
+    entries: list[DlqEntry]
+    next_cursor: str | None
+    total: int
+
+
+def _ms(value: str | None) -> float | None:
+    return int(value) / 1000 if value and value.isdigit() and value != "0" else None
+
+
+def decode_dlq_entry(queue: str, entry_id: str, fields: dict[str, str]) -> DlqEntry:
+    """Convert a raw entry of `queue`'s DLQ stream into typed values."""
+    return {
+        "entry_id": entry_id,
+        "task_id": fields.get("t", ""),
+        "name": fields.get("name", ""),
+        "queue": queue,
+        "payload": _json_or_raw(fields.get("payload")),
+        "attempts": int(fields.get("attempts") or 0),
+        "error": _json_or_raw(fields.get("error")),
+        "dead_lettered_at": _ms(fields.get("at")),
+        "created_at": _ms(fields.get("created_at")),
+        "priority": int(fields.get("priority") or 0),
+        "max_attempts": int(fields["max_attempts"]) if fields.get("max_attempts") else None,
+        "idempotency_key": fields.get("idem", ""),
+    }
+
+
+def check_entry_id(entry_id: str) -> str:
+    """Return entry_id if it has the shape of a stream entry id, else raise ValueError."""
+    millis, _, seq = entry_id.partition("-") if isinstance(entry_id, str) else ("", "", "")
+    if not (millis.isdigit() and seq.isdigit() and len(entry_id) <= 41):
+        raise ValueError(f"invalid DLQ entry id {entry_id!r}")
+    return entry_id
+
+
+def dlq_entries(queue: str, limit: int = 50, before: str | None = None) -> DlqPage:
+    """Return a queue's DLQ entries newest first, starting below the entry id `before`."""
+    check_queue_name(queue)
+    if not 1 <= limit <= MAX_PAGE:
+        raise ValueError(f"limit must be in 1..{MAX_PAGE}, got {limit}")
+    top = f"({check_entry_id(before)}" if before else "+"
+    stream = _keys().dlq(queue)
+    pipe = get_client().pipeline(transaction=False)
+    pipe.xrevrange(stream, top, "-", count=limit + 1)
+    pipe.xlen(stream)
+    rows, total = pipe.execute()
+    entries = [decode_dlq_entry(queue, eid, fields) for eid, fields in rows[:limit]]
+    more = len(rows) > limit
+    return {
+        "entries": entries,
+        "next_cursor": entries[-1]["entry_id"] if more else None,
+        "total": int(total),
+    }
+
+
+def dlq_scan(
+    queue: str, after: str = "-", upto: str = "+", count: int = DLQ_SCAN_PAGE
+) -> list[DlqEntry]:
+    """Return up to count DLQ entries oldest first, strictly after `after`, up to `upto`."""
+    low = after if after == "-" else f"({after}"
+    client: Any = get_client()
+    rows = client.xrange(_keys().dlq(queue), low, upto, count=count)
+    return [decode_dlq_entry(queue, eid, fields) for eid, fields in rows]
+
+
+def dlq_last_id(queue: str) -> str | None:
+    """Return the id of a queue's newest DLQ entry, or None when the DLQ is empty."""
+    client: Any = get_client()
+    rows = client.xrevrange(_keys().dlq(queue), "+", "-", count=1)
+    return rows[0][0] if rows else None
+
+
+def find_dlq_entry(task_id: str, queue: str | None = None) -> DlqEntry | None:
+    """Return a task's DLQ entry: O(1) through its record, else a scan of the DLQ(s).
+
+    Without a record (past retention) the DLQ of `queue`, or of every known queue, is read
+    from the task's creation time on, in pages.
+    """
+    if not ids.is_valid(task_id):
+        return None
+    client: Any = get_client()
+    keys = keys_for(task_id)
+    owner, entry_id = client.hmget(keys.task(task_id), "queue", "dlq")
+    if owner and entry_id:
+        rows = client.xrange(keys.dlq(owner), entry_id, entry_id)
+        if rows and rows[0][1].get("t") == task_id:
+            return decode_dlq_entry(owner, *rows[0])
+    queues = [check_queue_name(queue)] if queue else sorted(client.smembers(keys.queues))
+    start = f"{ids.created_ms(task_id)}-0"
+    for name in queues:
+        found = _scan_for(name, task_id, start)
+        if found is not None:
+            return found
+    return None
+
+
+def _scan_for(queue: str, task_id: str, start: str) -> DlqEntry | None:
+    client: Any = get_client()
+    stream = keys_for(task_id).dlq(queue)
+    low = start
+    while True:
+        rows = client.xrange(stream, low, "+", count=DLQ_SCAN_PAGE)
+        for eid, fields in rows:
+            if fields.get("t") == task_id:
+                return decode_dlq_entry(queue, eid, fields)
+        if len(rows) < DLQ_SCAN_PAGE:
+            return None
+        low = f"({rows[-1][0]}"
+
+
+def dlq_detail(task_id: str, queue: str | None = None) -> dict[str, Any] | None:
+    """Return a task's DLQ entry with its record ('record': None once the record expired)."""
+    entry = find_dlq_entry(task_id, queue)
+    if entry is None:
+        return None
+    record = get_task(task_id)
+    history = (record or {}).get("history") or []
+    return {
+        "entry": entry,
+        "record": record,
+        "history": history,
+        "errors": [h for h in history if isinstance(h, dict) and h.get("error")],
+    }

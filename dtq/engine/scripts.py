@@ -16,6 +16,14 @@ NAMES = (
     "reconcile",
     "renew",
     "cancel",
+    "forget_consumer",
+    "pause",
+    "replay",
+    "discard",
+    "purge",
+    "op_begin",
+    "op_renew",
+    "op_finish",
 )
 
 

@@ -40,6 +40,7 @@ class Submission:
     timeout: float | None = None
     retry: dict[str, float] = field(default_factory=dict)
     idempotency_key: str | None = None
+    task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,6 +70,8 @@ def validate(sub: Submission) -> None:
         raise InvalidTaskError(f"ttl must be positive, got {sub.ttl}")
     if sub.timeout is not None and sub.timeout <= 0:
         raise InvalidTaskError(f"timeout must be positive, got {sub.timeout}")
+    if sub.task_id is not None and not ids.is_valid(sub.task_id):
+        raise InvalidTaskError(f"task_id is not a dtq id: {sub.task_id!r}")
     key = sub.idempotency_key
     if key is not None and not IDEMPOTENCY_KEY.match(key):
         raise SubmitError(
@@ -81,8 +84,11 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     validate(sub)
     s = dtq_settings
     payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES))
-    shard = 0 if s.SHARDS <= 1 else secrets.randbelow(s.SHARDS)
-    task_id = ids.new_id(shard)
+    if sub.task_id is not None:
+        task_id, shard = sub.task_id, ids.shard_of(sub.task_id)
+    else:
+        shard = 0 if s.SHARDS <= 1 else secrets.randbelow(s.SHARDS)
+        task_id = ids.new_id(shard)
     keys = Keys(prefix or s.KEY_PREFIX, shard)
     ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
     key_list, argv = layout.build(keys, [sub.queue], [ref])

@@ -195,9 +195,9 @@ class Worker:
 
     async def _claim(self, entries: list[Any]) -> None:
         refs, args = [], []
-        for i in range(0, len(entries), 4):
-            qi, band, eid, task_id = entries[i : i + 4]
-            refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1]))
+        for i in range(0, len(entries), 5):
+            qi, band, eid, task_id, idem = entries[i : i + 5]
+            refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1], idem or ""))
             args += [qi, band, eid]
         keys, argv = layout.build(self.keys, self.queues, refs)
         lease_ms = int(dtq_settings.lease_timeout * 1000)
@@ -405,6 +405,10 @@ class Worker:
 
     async def _deregister(self) -> None:
         try:
+            keys, argv = layout.build(self.keys, self.queues)
+            holding = await self._scripts.forget_consumer(keys=keys, args=[*argv, self.worker_id])
+            if holding:
+                return  # entries still pending under our name: the reaper settles them
             pipe = self._client.pipeline(transaction=False)
             pipe.zrem(self.keys.workers, self.worker_id)
             pipe.delete(self.keys.worker(self.worker_id))

@@ -2,6 +2,10 @@
 
 import asyncio
 import random
+import time
+
+from django.tasks import TaskContext
+from django.tasks import task as django_task
 
 import dtq
 
@@ -37,3 +41,25 @@ def poison() -> None:
 def roll_dice() -> int:
     """Return a random number."""
     return random.randint(1, 6)
+
+
+@dtq.task(queue_name="demo")
+def nap(seconds: float) -> float:
+    """Sleep a little, so the admin dashboard has running tasks to show."""
+    time.sleep(seconds)
+    return seconds
+
+
+# Standard django.tasks tasks: TASKS in settings.py sends them to dtq, and dtq_worker runs them.
+
+
+@django_task(queue_name="demo", priority=60)
+def word_count(text: str) -> int:
+    """Count the words of a text."""
+    return len(text.split())
+
+
+@django_task(queue_name="demo", takes_context=True)
+def describe_run(context: TaskContext, label: str) -> str:
+    """Say which attempt of which task this is (django's TaskContext)."""
+    return f"{label}: attempt {context.attempt} of {context.task_result.id}"

@@ -98,3 +98,101 @@ def priority_probe(context: dtq.TaskContext, label: str) -> str:
     """Witness the order tasks run in."""
     witness("priority", context, label=label)
     return label
+
+
+@dtq.task(queue_name="perf")
+def noop() -> None:
+    """Do nothing (benchmarks)."""
+
+
+@dtq.task(queue_name="perf")
+async def async_noop() -> None:
+    """Do nothing, asynchronously (benchmarks)."""
+
+
+# ----- task control (tests/test_ops_*.py) -------------------------------------------------
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+def cancellable(context: dtq.TaskContext, seconds: float) -> str:
+    """Poll context.cancel_requested for up to `seconds`; stop with TaskCancelled when set."""
+    witness("cancellable", context, phase="start")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
+        if context.cancel_requested:
+            witness("cancellable", context, phase="stopped")
+            raise dtq.TaskCancelled("stopped on request")
+        time.sleep(0.02)
+    return "finished"
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+async def async_cancellable(context: dtq.TaskContext, seconds: float) -> str:
+    """Sleep asynchronously; the worker interrupts it when a cancel is requested."""
+    witness("async_cancellable", context, phase="start")
+    try:
+        await asyncio.sleep(seconds)
+    except asyncio.CancelledError:
+        witness("async_cancellable", context, phase="interrupted")
+        raise
+    return "finished"
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+def ignores_cancel(context: dtq.TaskContext, seconds: float) -> str:
+    """See the cancel request, then finish normally anyway."""
+    witness("ignores_cancel", context, phase="start")
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not context.cancel_requested:
+        time.sleep(0.02)
+    witness("ignores_cancel", context, phase="end", saw=context.cancel_requested)
+    return "done anyway"
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=3)
+def retries_after_cancel(context: dtq.TaskContext, seconds: float) -> None:
+    """Wait for the cancel request, then ask for a retry (which must not be granted)."""
+    witness("retries_after_cancel", context)
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not context.cancel_requested:
+        time.sleep(0.02)
+    raise dtq.RetryableError("retry please")
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=4)
+def op_flaky(context: dtq.TaskContext, key: str) -> object:
+    """Idempotent operation that fails on attempt 1; the task itself fails once after it."""
+
+    def charge() -> dict[str, int]:
+        witness("op_flaky.fn", context)
+        if context.attempt == 1:
+            raise ValueError("payment gateway hiccup")
+        return {"charged_on_attempt": context.attempt}
+
+    result = dtq.idempotent_operation(key, charge)
+    if context.attempt == 2:
+        raise dtq.RetryableError("fails after the operation succeeded")
+    return result
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=5)
+def op_once(context: dtq.TaskContext, key: str, lease: float = 1.0) -> object:
+    """Idempotent operation that witnesses each run of its function."""
+
+    def work() -> dict[str, int]:
+        witness("op_once.fn", context)
+        return {"ran_on_attempt": context.attempt}
+
+    return dtq.idempotent_operation(key, work, lease=lease)
+
+
+@dtq.task(queue_name="tests", max_attempts=2)
+def huge_error(depth: int = 150) -> None:
+    """Fail with a deep traceback and a huge message full of non-ASCII (and a lone surrogate)."""
+
+    def recurse(n: int) -> None:
+        if n == 0:
+            raise ValueError("ünïcödé ☃ 😀 \ud800 " * 20000)
+        recurse(n - 1)
+
+    recurse(depth)

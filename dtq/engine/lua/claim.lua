@@ -3,11 +3,12 @@
 -- ARGV after the header: 1 worker id, 2 lease (ms),
 --   then 3 fields per entry, in task-block order: queue index, band, entry id
 -- Reply: flat list of 11 fields per claimed task: id, entry id, queue index, band, name,
---   payload, attempt, max attempts, timeout, retry policy, idempotency key. Expired and absorbed entries are
---   acknowledged here and not returned.
+--   payload, attempt, max attempts, timeout, retry policy, idempotency key. Expired, absorbed
+--   and cancel-requested entries are acknowledged here and not returned.
 -- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
--- counted as absorbed, and never reaches a handler.
+-- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
+-- claimed already (the same call sent again) is handed back with its attempt unchanged.
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local out = {}
 
@@ -16,9 +17,18 @@ for ti = 1, NT do
   local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
-    'attempt', 'max_attempts', 'timeout', 'retry', 'idem')
+    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker')
   local id, state = r[1], r[2]
-  if not id or state ~= 'QUEUED' or r[3] ~= eid then
+  if state == 'RUNNING' and r[3] == eid and r[13] == worker then
+    -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
+    -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
+    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
+    redis.call('HSET', tk, 'lease', NOW + lease_ms)
+    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    for _, v in ipairs({id, eid, qi, band, r[5], r[6], tonumber(r[7]), r[8], r[9], r[10], r[11]}) do
+      table.insert(out, v)
+    end
+  elseif not id or state ~= 'QUEUED' or r[3] ~= eid then
     ack(qi, band, eid)
     count(qi, 'absorbed')
     emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
@@ -27,6 +37,14 @@ for ti = 1, NT do
     redis.call('HSET', tk, 'delivery', '')
     move(tk, id, qi, 'QUEUED', 'EXPIRED')
     emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
+    settle_idempotency(tk, ik, 'failed')
+  elseif r[12] == '1' then
+    -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
+    -- honour the request instead of starting the task again.
+    ack(qi, band, eid)
+    redis.call('HSET', tk, 'delivery', '')
+    move(tk, id, qi, 'QUEUED', 'CANCELLED')
+    emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
     settle_idempotency(tk, ik, 'failed')
   else
     local attempt = tonumber(r[7]) + 1

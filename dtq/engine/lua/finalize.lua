@@ -8,7 +8,8 @@
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
 -- result / schedule / DLQ -> event -> idempotency record -> XACK.
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
--- claimed, so a worker that lost its lease cannot overwrite a newer attempt.
+-- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome whose
+-- history entry is recorded already is this call sent again: 1, and nothing is written.
 local use_dlq = ARGV[ARG0 + 1]
 local out = {}
 
@@ -19,7 +20,12 @@ for ti = 1, NT do
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt')
   local id = r[1]
-  if not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt then
+  local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
+  -- redis-py resends a call whose reply a dropped connection lost: the entry (worker, times)
+  -- is in the history only if this very outcome was applied, so it is not a stale one.
+  if fenced and id and string.find(redis.call('HGET', tk, 'history') or '', history, 1, true) then
+    table.insert(out, 1)
+  elseif fenced then
     count(qi, 'stale')
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
     table.insert(out, 0)
@@ -27,6 +33,9 @@ for ti = 1, NT do
     add_history(tk, history)
     redis.call('HDEL', tk, 'lease')
     redis.call('ZREM', KEYS[K_RUNNING], id)
+    if outcome == 'retry' and redis.call('HGET', tk, 'cancel') == '1' then
+      outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
+    end
     if outcome == 'success' then
       redis.call('HSET', tk, 'delivery', '')
       move(tk, id, qi, 'RUNNING', 'SUCCEEDED')

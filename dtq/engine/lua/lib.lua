@@ -95,16 +95,26 @@ local function ack(qi, band, eid)
 end
 
 -- Add a fresh stream entry for the task's next attempt; it becomes the only valid delivery.
+-- The entry names the task's idempotency key (field 'i'), so the worker that reads it can pass
+-- that key's record to claim.lua, which settles it when the task expires or is cancelled there.
 local function deliver(tk, id, qi, band, next_attempt)
-  local eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt)
+  local idem = redis.call('HGET', tk, 'idem')
+  local eid
+  if idem and idem ~= '' then
+    eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt, 'i', idem)
+  else
+    eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt)
+  end
   redis.call('HSET', tk, 'delivery', eid, 'enqueued_at', NOW)
   return eid
 end
 
 -- Refresh the idempotency record when its task reaches a terminal state.
+-- A caller that did not know the key passes the record itself as ik (layout.task_block):
+-- never write the outcome into the task record then.
 local function settle_idempotency(tk, ik, outcome)
   local key = redis.call('HGET', tk, 'idem')
-  if key and key ~= '' then
+  if key and key ~= '' and ik ~= tk then
     redis.call('HSET', ik, 'state', outcome)
     redis.call('EXPIRE', ik, IDEM_TTL)
   end
@@ -112,11 +122,15 @@ end
 
 -- Send a task to the DLQ (or FAILED when the DLQ is off); error_json is {class, message}.
 local function dead_letter(tk, ik, id, qi, old, use_dlq, error_json)
-  local r = redis.call('HMGET', tk, 'name', 'payload', 'attempt', 'queue')
+  local r = redis.call('HMGET', tk, 'name', 'payload', 'attempt', 'queue', 'priority', 'band',
+    'max_attempts', 'timeout', 'retry', 'idem', 'created_at')
   redis.call('HSET', tk, 'error', error_json, 'delivery', '')
   if use_dlq == '1' then
+    -- The entry carries what a replay needs to rebuild the task after its record expired.
     local did = redis.call('XADD', qkey(qi, Q_DLQ), '*', 't', id, 'name', r[1], 'payload', r[2],
-      'queue', r[4], 'attempts', r[3], 'error', error_json, 'at', NOW)
+      'queue', r[4], 'attempts', r[3], 'error', error_json, 'at', NOW, 'priority', r[5] or 0,
+      'band', r[6] or 1, 'max_attempts', r[7] or 1, 'timeout', r[8] or '', 'retry', r[9] or '{}',
+      'idem', r[10] or '', 'created_at', r[11] or NOW)
     redis.call('HSET', tk, 'dlq', did)
     move(tk, id, qi, old, 'DEAD_LETTERED')
     emit('TASK_DEAD_LETTERED', id, qi, 'DEAD_LETTERED', r[3])
@@ -134,8 +148,10 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
     'started_at')
   local attempt, max_attempts, band, eid = tonumber(r[1]), tonumber(r[2]), r[3], r[4]
   local message = 'worker ' .. (r[5] or '?') .. ' stopped renewing its lease'
-  add_history(tk, cjson.encode({attempt = attempt, worker = r[5], started_at = tonumber(r[6]),
-    ended_at = NOW, outcome = 'lost', error = 'dtq.WorkerLost', message = message}))
+  -- History times are epoch seconds, like the worker's own entries (the record keeps ms).
+  add_history(tk, cjson.encode({attempt = attempt, worker = r[5],
+    started_at = (tonumber(r[6]) or NOW) / 1000, ended_at = NOW / 1000, outcome = 'lost',
+    error = 'dtq.WorkerLost', message = message}))
   redis.call('ZREM', KEYS[K_RUNNING], id)
   redis.call('HDEL', tk, 'lease')
   ack(qi, band, eid)

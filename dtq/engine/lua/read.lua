@@ -3,8 +3,8 @@
 -- XREADGROUP's COUNT is per stream, so reading here is what bounds prefetch to capacity.
 -- KEYS: lib layout with one block per queue the worker serves (no task blocks).
 -- ARGV after the header: 1 consumer name, 2 capacity
--- Reply: {entries, watch}: entries is a flat list of 4 fields per entry
---   (queue index, band, entry id, task id); watch, present only when capacity was left,
+-- Reply: {entries, watch}: entries is a flat list of 5 fields per entry
+--   (queue index, band, entry id, task id, idempotency key or ''); watch, present only when capacity was left,
 --   is a flat list of (stream key, last entry id) pairs to block on with XREAD.
 local consumer, want = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local entries, watch = {}, {}
@@ -28,13 +28,16 @@ for band = 0, 2 do
   for qi = 1, NQ do
     if want > 0 and open[qi] then
       for _, e in ipairs(read(stream_key(qi, band), want)) do
-        local task_id = ''
+        local task_id, idem = '', ''
         local f = e[2]
-        for i = 1, #f, 2 do if f[i] == 't' then task_id = f[i + 1] end end
+        for i = 1, #f, 2 do
+          if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
+        end
         table.insert(entries, qi)
         table.insert(entries, band)
         table.insert(entries, e[1])
         table.insert(entries, task_id)
+        table.insert(entries, idem)
         want = want - 1
       end
     end

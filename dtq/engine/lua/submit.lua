@@ -6,12 +6,20 @@
 --   13 queue depth limit (0 = none)
 -- Reply: {'ok', id, state} | {'full', active} | {'conflict', other id} |
 --        {'in_progress', other id} | {'duplicate', other id}
+-- A task id that already has a record is the same call sent again: {'ok', id, current state},
+-- and nothing is written.
 local id, name, priority, band = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3], ARGV[ARG0 + 4]
 local max_attempts, payload = ARGV[ARG0 + 5], ARGV[ARG0 + 6]
 local delay, expires_at = tonumber(ARGV[ARG0 + 7]), ARGV[ARG0 + 8]
 local timeout, retry = ARGV[ARG0 + 9], ARGV[ARG0 + 10]
 local idem, fingerprint, max_depth = ARGV[ARG0 + 11], ARGV[ARG0 + 12], tonumber(ARGV[ARG0 + 13])
 local tk, ik = tkey(1, 1), tkey(1, 3)
+
+-- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
+-- write). Writing again would add a second stream entry, count the task twice and reset a
+-- task that already started: answer as the first call did instead.
+local prior = redis.call('HGET', tk, 'state')
+if prior then return {'ok', id, prior} end
 
 if idem ~= '' then
   -- The record carries its task's progress, so no other task's key is needed here.
@@ -50,7 +58,8 @@ else
 end
 emit('TASK_SUBMITTED', id, 1, state, 0, {name = name})
 if idem ~= '' then
+  -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
+  -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
   redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
-  redis.call('EXPIRE', ik, IDEM_TTL)
 end
 return {'ok', id, state}

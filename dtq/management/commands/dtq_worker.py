@@ -87,13 +87,14 @@ class Command(BaseCommand):
             max_tasks=options["max_tasks"],
             shutdown_timeout=options["shutdown_timeout"],
         )
-        for helper in helpers:
-            helper.start_thread()
+        threads = [helper.start_thread() for helper in helpers]
         try:
             code = worker.run()
         finally:
             for helper in helpers:
                 helper.stop()
+            for thread in threads:
+                thread.join(timeout=10)  # let them deregister before the process ends
         if code:
             sys.exit(code)
 

@@ -1,0 +1,94 @@
+"""dtq in the Django admin: the queue dashboard pages and the read-only audit log."""
+
+from __future__ import annotations
+
+from functools import partial
+from typing import Any
+
+from django.contrib import admin
+from django.http import HttpRequest, HttpResponse
+from django.urls import URLPattern, path
+
+from dtq.models import PERM_VIEW, AuditEntry, TaskQueue
+from dtq.views import dlq, overview, queues, tasks
+from dtq.views.common import url_name
+
+PAGES: list[tuple[str, Any, str]] = [
+    ("live/", overview.overview_live, "overview_live"),
+    ("tasks/", tasks.task_list, "tasks"),
+    ("tasks/<str:task_id>/", tasks.task_detail, "task"),
+    ("tasks/<str:task_id>/live/", tasks.task_live, "task_live"),
+    ("tasks/<str:task_id>/cancel/", tasks.task_cancel, "task_cancel"),
+    ("dlq/", dlq.dlq_list, "dlq"),
+    ("dlq/action/", dlq.dlq_action, "dlq_action"),
+    ("dlq/purge/", dlq.dlq_purge, "dlq_purge"),
+    ("queues/<str:queue>/pause/", queues.queue_pause, "queue_pause"),
+    ("queues/<str:queue>/resume/", queues.queue_resume, "queue_resume"),
+    ("queues/<str:queue>/purge/", queues.queue_purge, "queue_purge"),
+]
+
+
+@admin.register(TaskQueue)
+class TaskQueueAdmin(admin.ModelAdmin):
+    """The queue dashboard: a table-less model whose admin pages read Redis via the engine."""
+
+    def has_module_permission(self, request: HttpRequest) -> bool:
+        return request.user.has_perm(PERM_VIEW)
+
+    def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return request.user.has_perm(PERM_VIEW)
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def get_urls(self) -> list[URLPattern]:
+        site = self.admin_site
+        urls = [
+            path(route, site.admin_view(partial(view, site=site)), name=url_name(name))
+            for route, view, name in PAGES
+        ]
+        overview_view = site.admin_view(partial(overview.overview, site=site))
+        return [*urls, path("", overview_view, name=url_name("changelist"))]
+
+    def changelist_view(self, request: HttpRequest, extra_context: Any = None) -> HttpResponse:
+        return overview.overview(request, site=self.admin_site)
+
+
+@admin.register(AuditEntry)
+class AuditEntryAdmin(admin.ModelAdmin):
+    """Every operator action, read-only: who, what, target, count, reason, outcome."""
+
+    list_display = (
+        "created_at",
+        "actor_name",
+        "source",
+        "action",
+        "queue",
+        "task_id",
+        "affected",
+        "outcome",
+        "reason",
+    )
+    list_filter = ("action", "outcome", "source", "queue")
+    search_fields = ("task_id", "queue", "actor_name", "reason")
+    date_hierarchy = "created_at"
+    list_select_related = ()
+    show_full_result_count = False  # stays fast on a long log
+
+    def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
+        return [field.name for field in self.model._meta.fields]
+
+    def has_add_permission(self, request: HttpRequest) -> bool:
+        return False
+
+    def has_change_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False
+
+    def has_delete_permission(self, request: HttpRequest, obj: Any = None) -> bool:
+        return False

@@ -1,0 +1,108 @@
+"""Prometheus text exposition of dtq's counters and gauges (served at /metrics).
+
+Counters are the per-queue stats hashes the Lua scripts keep in Redis; they are totals since
+the queue's first task, so rates come from PromQL's rate(). Gauges are read at scrape time.
+No latency histograms: the engine records no latency distribution to export.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from typing import Any
+
+from django.http import HttpResponse
+from rest_framework.negotiation import BaseContentNegotiation
+from rest_framework.request import Request
+
+from dtq.api import access
+from dtq.api.base import DtqView, document
+from dtq.engine import records
+from dtq.models import PERM_VIEW
+
+CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
+COUNTERS = {
+    "submitted": "Tasks accepted",
+    "started": "Attempts started by a worker",
+    "succeeded": "Tasks that succeeded",
+    "failed": "Tasks that failed for good without a DLQ",
+    "retried": "Attempts that failed and were scheduled for a retry",
+    "dead_lettered": "Tasks moved to the dead-letter queue",
+    "cancelled": "Tasks cancelled (by an operator or a purge)",
+    "expired": "Tasks that passed their TTL before running",
+    "absorbed": "Duplicate stream entries absorbed instead of executed",
+    "reclaimed": "Attempts reclaimed from dead or stalled workers",
+    "stale": "Stale completions rejected by fencing",
+}
+QUEUE_GAUGES = {
+    "queued": "Tasks waiting in the queue",
+    "running": "Tasks running now",
+    "scheduled": "Tasks waiting for their run time or retry backoff",
+    "dlq": "Entries in the dead-letter queue",
+}
+
+
+def _family(name: str, kind: str, text: str, samples: Iterable[tuple[str, Any]]) -> list[str]:
+    lines = [f"# HELP {name} {text}", f"# TYPE {name} {kind}"]
+    lines += [f"{name}{labels} {value}" for labels, value in samples]
+    return lines
+
+
+def _queue_lines(queues: list[records.QueueOverview]) -> list[str]:
+    # Queue names match keys.QUEUE_NAME, so they never need escaping inside label values.
+    lines: list[str] = []
+    for counter, text in COUNTERS.items():
+        samples = [(f'{{queue="{q["name"]}"}}', q["counters"].get(counter, 0)) for q in queues]
+        lines += _family(f"dtq_tasks_{counter}_total", "counter", text, samples)
+    for gauge, text in QUEUE_GAUGES.items():
+        samples = [(f'{{queue="{q["name"]}"}}', q[gauge]) for q in queues]  # type: ignore[literal-required]
+        lines += _family(f"dtq_queue_{gauge}", "gauge", text, samples)
+    depth = [
+        (f'{{queue="{q["name"]}",band="{band}"}}', n)
+        for q in queues
+        for band, n in enumerate(q["depth"])
+    ]
+    lines += _family("dtq_queue_depth", "gauge", "Stream entries per priority band", depth)
+    ages = [(f'{{queue="{q["name"]}"}}', q["oldest_waiting_age"] or 0) for q in queues]
+    text = "Seconds the oldest queued task has waited (0: none waiting)"
+    lines += _family("dtq_queue_oldest_waiting_age_seconds", "gauge", text, ages)
+    paused = [(f'{{queue="{q["name"]}"}}', int(q["paused"])) for q in queues]
+    return lines + _family("dtq_queue_paused", "gauge", "1 when the queue is paused", paused)
+
+
+def render() -> str:
+    """Return the exposition text for every known queue, the workers and processes."""
+    queues = records.overview()
+    workers = records.workers()
+    lines = _queue_lines(queues)
+    live = sum(1 for w in workers if w["alive"])
+    lines += _family("dtq_workers_live", "gauge", "Workers with a fresh heartbeat", [("", live)])
+    lines += _family("dtq_workers_registered", "gauge", "Workers registered", [("", len(workers))])
+    processes = [
+        (f'{{role="{role}"}}', sum(1 for p in records.processes(role) if p["alive"]))
+        for role in records.ROLES
+    ]
+    lines += _family("dtq_processes_live", "gauge", "Live scheduler/reaper processes", processes)
+    return "\n".join(lines) + "\n"
+
+
+class FirstRenderer(BaseContentNegotiation):
+    """Ignore Accept: metrics are text, errors JSON, whatever a scraper asks for."""
+
+    def select_parser(self, request: Request, parsers: list[Any]) -> Any:
+        return parsers[0] if parsers else None
+
+    def select_renderer(self, request: Request, renderers: list[Any], format_suffix: Any = None):
+        return renderers[0], renderers[0].media_type
+
+
+class MetricsView(DtqView):
+    """Prometheus metrics, for a user with the view permission or the METRICS_TOKEN bearer."""
+
+    permission_classes = [access.MetricsTokenOrPermission]
+    permissions = {"GET": PERM_VIEW}
+    content_negotiation_class = FirstRenderer
+
+    @document(exclude=True)
+    def get(self, request: Request) -> HttpResponse:
+        """Return the metrics in Prometheus' text format."""
+        return HttpResponse(render(), content_type=CONTENT_TYPE)

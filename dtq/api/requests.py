@@ -1,0 +1,153 @@
+"""Serializers for what clients send: request bodies and query parameters."""
+
+from __future__ import annotations
+
+from datetime import timedelta
+from typing import Any
+
+from django.utils import timezone
+from rest_framework import serializers
+
+from dtq.api.fields import QueueNameField, TaskIdField, check_json_value
+from dtq.conf import dtq_settings
+from dtq.engine import registry
+from dtq.engine.records import MAX_PAGE
+from dtq.engine.state import TaskState
+
+MAX_SECONDS = 10 * 366 * 86400  # timeouts and TTLs beyond ten years are surely mistakes
+AUDIT_ACTIONS = ("cancel", "pause", "resume", "replay", "discard", "dlq_purge", "purge")
+
+
+class SubmitRequest(serializers.Serializer):
+    """A task submission: a registered task name, its arguments and submission options."""
+
+    task = serializers.CharField(max_length=200, help_text="name of a registered task")
+    args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+    queue_name = QueueNameField(required=False, help_text="default: the task's queue")
+    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+    run_after = serializers.DateTimeField(required=False, help_text="do not run before this")
+    delay = serializers.FloatField(min_value=0, max_value=MAX_SECONDS, required=False)
+    max_attempts = serializers.IntegerField(min_value=1, max_value=1000, required=False)
+    timeout = serializers.FloatField(min_value=0.001, max_value=MAX_SECONDS, required=False)
+    ttl = serializers.FloatField(min_value=0.001, max_value=MAX_SECONDS, required=False)
+
+    def validate_task(self, value: str) -> str:
+        # Only the registry maps a name to code: nothing taken from a request is imported.
+        if registry.get(value) is None:
+            raise serializers.ValidationError(f"no task named {value!r} is registered")
+        return value
+
+    def validate_args(self, value: list[Any]) -> list[Any]:
+        return check_json_value(value)
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(value)
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "run_after" in attrs and "delay" in attrs:
+            raise serializers.ValidationError({"delay": "give run_after or delay, not both"})
+        delay = attrs.get("delay")
+        if "run_after" in attrs:
+            delay = max((attrs["run_after"] - timezone.now()).total_seconds(), 0.0)
+        if delay is not None and delay > float(dtq_settings.MAX_DELAY):
+            field = "run_after" if "run_after" in attrs else "delay"
+            limit = dtq_settings.MAX_DELAY
+            raise serializers.ValidationError({field: f"at most {limit} seconds from now"})
+        if delay is not None:
+            attrs["run_after"] = timedelta(seconds=delay)
+        return attrs
+
+    def overrides(self) -> dict[str, Any]:
+        """Return the options to apply with Task.using()."""
+        data = self.validated_data
+        names = ("queue_name", "priority", "max_attempts", "timeout", "ttl", "run_after")
+        return {name: data[name] for name in names if name in data}
+
+
+class PageQuery(serializers.Serializer):
+    """Page size and position of a list."""
+
+    limit = serializers.IntegerField(min_value=1, max_value=MAX_PAGE, required=False)
+    cursor = serializers.CharField(max_length=200, required=False)
+
+    def limit_or_default(self) -> int:
+        """Return the requested page size, else DTQ['API_PAGE_SIZE']."""
+        default = min(max(int(dtq_settings.API_PAGE_SIZE), 1), MAX_PAGE)
+        return int(self.validated_data.get("limit", default))
+
+
+class TaskListQuery(PageQuery):
+    """Filters of the task list."""
+
+    queue = QueueNameField(required=False)
+    state = serializers.ChoiceField(choices=[s.value for s in TaskState], required=False)
+    task = serializers.CharField(max_length=200, required=False, help_text="task name")
+    created_after = serializers.DateTimeField(required=False)
+    created_before = serializers.DateTimeField(required=False)
+
+
+class QueueDetailQuery(serializers.Serializer):
+    """How much throughput history a queue's detail shows."""
+
+    minutes = serializers.IntegerField(min_value=1, max_value=120, required=False, default=60)
+
+
+class ReasonRequest(serializers.Serializer):
+    """An optional reason, written to the audit row."""
+
+    reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class PurgeRequest(serializers.Serializer):
+    """A queue purge: a reason is required; dry_run only counts."""
+
+    reason = serializers.CharField(max_length=1000)
+    dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class ReplayRequest(ReasonRequest):
+    """Replay one DLQ entry, optionally onto another queue."""
+
+    to_queue = QueueNameField(required=False)
+
+
+class DlqFilterRequest(ReasonRequest):
+    """Which entries of one queue's DLQ a bulk replay takes."""
+
+    queue = QueueNameField()
+    to_queue = QueueNameField(required=False)
+    task = serializers.CharField(max_length=200, required=False, help_text="task name, exact")
+    error = serializers.CharField(max_length=200, required=False, help_text="error class part")
+    since = serializers.DateTimeField(required=False, help_text="dead-lettered at or after")
+    until = serializers.DateTimeField(required=False, help_text="dead-lettered before")
+    limit = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+
+
+class DlqPurgeRequest(serializers.Serializer):
+    """Empty one queue's DLQ: a reason is required; dry_run only counts."""
+
+    queue = QueueNameField()
+    reason = serializers.CharField(max_length=1000)
+    dry_run = serializers.BooleanField(required=False, default=False)
+
+
+class DlqListQuery(PageQuery):
+    """Which DLQ to list (default: every queue's)."""
+
+    queue = QueueNameField(required=False)
+
+
+class DlqEntryQuery(serializers.Serializer):
+    """Narrow the search for a DLQ entry whose task record expired."""
+
+    queue = QueueNameField(required=False)
+
+
+class AuditQuery(PageQuery):
+    """Filters of the audit log."""
+
+    action = serializers.ChoiceField(choices=AUDIT_ACTIONS, required=False)
+    queue = QueueNameField(required=False)
+    task_id = TaskIdField(required=False)
+    actor = serializers.CharField(max_length=150, required=False)

@@ -1,0 +1,264 @@
+"""Serializers for what the API returns; every body is built through one, so it fits the schema."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from drf_spectacular.utils import OpenApiResponse
+from rest_framework import serializers
+
+from dtq.api.fields import EpochField, ObjectField
+from dtq.engine.state import TaskState
+
+STATES = [s.value for s in TaskState]
+Json = serializers.JSONField
+
+
+class ErrorDetail(serializers.Serializer):
+    code = serializers.CharField()
+    message = serializers.CharField()
+    details = ObjectField()
+
+
+class ErrorBody(serializers.Serializer):
+    """The one error shape of every 4xx and 5xx response."""
+
+    error = ErrorDetail()
+
+
+def error_responses(*codes: int) -> dict[int, OpenApiResponse]:
+    """Return schema entries for the given error statuses."""
+    return {code: OpenApiResponse(ErrorBody, description=ERROR_TEXT[code]) for code in codes}
+
+
+ERROR_TEXT = {
+    400: "invalid parameters (per-field messages in details.fields)",
+    401: "no credentials",
+    403: "the user lacks this action's permission",
+    404: "no such resource",
+    409: "conflict with the resource's current state",
+    413: "request body or task payload too large",
+    415: "the body is not UTF-8 JSON",
+    422: "idempotency key reused with a different request",
+    429: "queue full or submissions throttled; see Retry-After",
+    503: "Redis, the scheduler or the reaper is not available",
+}
+
+
+class SubmitResult(serializers.Serializer):
+    id = serializers.CharField()
+    task = serializers.CharField()
+    queue_name = serializers.CharField()
+    state = serializers.ChoiceField(choices=STATES, allow_null=True)
+    duplicate = serializers.BooleanField()
+    url = serializers.CharField()
+
+
+class TaskSummary(serializers.Serializer):
+    """A task in a list."""
+
+    id = serializers.CharField()
+    name = serializers.CharField()
+    queue = serializers.CharField()
+    state = serializers.ChoiceField(choices=STATES)
+    priority = serializers.IntegerField(default=0)
+    attempt = serializers.IntegerField(default=0)
+    max_attempts = serializers.IntegerField(default=0)
+    created_at = EpochField()
+    updated_at = EpochField()
+    finished_at = EpochField()
+    error = Json(allow_null=True, default=None)
+
+
+class TaskDetail(TaskSummary):
+    """A task with its arguments, result, errors and attempt history."""
+
+    args = serializers.ListField(child=Json())
+    kwargs = ObjectField()
+    result = Json(allow_null=True)
+    has_result = serializers.BooleanField(default=False)
+    errors = serializers.ListField(child=ObjectField())
+    history = serializers.ListField(child=ObjectField())
+    enqueued_at = EpochField()
+    started_at = EpochField()
+    run_after = EpochField()
+    expires_at = EpochField()
+    timeout = serializers.FloatField(allow_null=True, default=None)
+    cancel_requested = serializers.BooleanField(default=False)
+    idempotency_key = serializers.CharField(allow_blank=True, default="")
+
+
+def task_detail(record: dict[str, Any]) -> dict[str, Any]:
+    """Return a record from records.get_task with args/kwargs and errors split out."""
+    raw = record.get("payload")
+    payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
+    history = [h for h in (record.get("history") or []) if isinstance(h, dict)]
+    return {
+        **record,
+        "args": payload.get("args") or [],
+        "kwargs": payload.get("kwargs") or {},
+        "history": history,
+        "errors": [h for h in history if h.get("error")],
+        "idempotency_key": record.get("idem") or "",
+    }
+
+
+class TaskPage(serializers.Serializer):
+    results = TaskSummary(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class ActionResult(serializers.Serializer):
+    """What a single-task action did."""
+
+    task_id = serializers.CharField()
+    outcome = serializers.CharField()
+
+
+class QueueSummary(serializers.Serializer):
+    """A queue at a glance (per-band lists: index 0 high, 1 normal, 2 low)."""
+
+    name = serializers.CharField()
+    paused = serializers.BooleanField()
+    depth = serializers.ListField(child=serializers.IntegerField())
+    pending = serializers.ListField(child=serializers.IntegerField())
+    waiting = serializers.ListField(child=serializers.IntegerField())
+    states = serializers.DictField(child=serializers.IntegerField())
+    queued = serializers.IntegerField()
+    running = serializers.IntegerField()
+    scheduled = serializers.IntegerField()
+    dlq = serializers.IntegerField()
+    counters = serializers.DictField(child=serializers.IntegerField())
+    oldest_waiting_age = serializers.FloatField(allow_null=True)
+
+
+class QueueList(serializers.Serializer):
+    results = QueueSummary(many=True)
+
+
+class ThroughputRow(serializers.Serializer):
+    """One minute of counters; `minute` is the minute's start."""
+
+    minute = EpochField(allow_null=False)
+    submitted = serializers.IntegerField()
+    started = serializers.IntegerField()
+    succeeded = serializers.IntegerField()
+    failed = serializers.IntegerField()
+    retried = serializers.IntegerField()
+    dead_lettered = serializers.IntegerField()
+
+
+class QueueDetail(QueueSummary):
+    throughput = ThroughputRow(many=True)
+
+
+class PauseResult(serializers.Serializer):
+    queue = serializers.CharField()
+    paused = serializers.BooleanField()
+    changed = serializers.BooleanField()
+
+
+class PurgeResult(serializers.Serializer):
+    """Counts of a queue purge (dry_run: what it would take now)."""
+
+    queue = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    queued = serializers.IntegerField()
+    scheduled = serializers.IntegerField()
+    running = serializers.IntegerField(help_text="running tasks, never purged")
+    purged = serializers.IntegerField()
+
+
+class DlqEntry(serializers.Serializer):
+    entry_id = serializers.CharField()
+    task_id = serializers.CharField()
+    name = serializers.CharField(allow_blank=True)
+    queue = serializers.CharField()
+    payload = Json(allow_null=True)
+    attempts = serializers.IntegerField()
+    error = Json(allow_null=True)
+    dead_lettered_at = EpochField()
+    created_at = EpochField()
+    priority = serializers.IntegerField()
+    max_attempts = serializers.IntegerField(allow_null=True)
+    idempotency_key = serializers.CharField(allow_blank=True)
+
+
+class DlqPage(serializers.Serializer):
+    results = DlqEntry(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+    total = serializers.IntegerField(help_text="entries in the listed DLQ(s)")
+
+
+class DlqDetail(serializers.Serializer):
+    entry = DlqEntry()
+    task = TaskDetail(allow_null=True, help_text="the task record; null once it expired")
+
+
+class BulkResult(serializers.Serializer):
+    queue = serializers.CharField()
+    done = serializers.IntegerField()
+    statuses = serializers.DictField(child=serializers.IntegerField())
+    task_ids = serializers.ListField(child=serializers.CharField())
+
+
+class DlqPurgeResult(serializers.Serializer):
+    queue = serializers.CharField()
+    dry_run = serializers.BooleanField()
+    entries = serializers.IntegerField(help_text="entries discarded (dry run: present now)")
+
+
+class Worker(serializers.Serializer):
+    id = serializers.CharField()
+    host = serializers.CharField(allow_null=True)
+    pid = serializers.IntegerField(allow_null=True)
+    queues = serializers.ListField(child=serializers.CharField())
+    concurrency = serializers.IntegerField()
+    in_flight = serializers.IntegerField()
+    stuck = serializers.IntegerField()
+    processed = serializers.IntegerField()
+    state = serializers.CharField()
+    heartbeat = EpochField()
+    heartbeat_age = serializers.FloatField()
+    alive = serializers.BooleanField()
+
+
+class WorkerList(serializers.Serializer):
+    results = Worker(many=True)
+
+
+class AuditEntry(serializers.Serializer):
+    id = serializers.IntegerField()
+    created_at = serializers.DateTimeField()
+    finished_at = serializers.DateTimeField(allow_null=True)
+    actor = serializers.CharField(source="actor_name")
+    source = serializers.CharField()
+    action = serializers.CharField()
+    queue = serializers.CharField(allow_blank=True)
+    task_id = serializers.CharField(allow_blank=True)
+    parameters = Json()
+    affected = serializers.IntegerField()
+    reason = serializers.CharField(allow_blank=True)
+    request_id = serializers.CharField(allow_blank=True)
+    client_address = serializers.CharField(allow_null=True)
+    outcome = serializers.CharField()
+    detail = serializers.CharField(allow_blank=True)
+
+
+class AuditPage(serializers.Serializer):
+    results = AuditEntry(many=True)
+    next_cursor = serializers.CharField(allow_null=True)
+
+
+class Health(serializers.Serializer):
+    status = serializers.CharField()
+
+
+class Check(serializers.Serializer):
+    ok = serializers.BooleanField()
+    detail = serializers.CharField(allow_blank=True)
+
+
+class Ready(serializers.Serializer):
+    ready = serializers.BooleanField()
+    checks = serializers.DictField(child=Check())

@@ -1,0 +1,53 @@
+"""URLs of the dtq API; include them under a prefix of your choice, e.g. ``path("api/", ...)``.
+
+/metrics is served separately (Prometheus expects it at the root): route
+``dtq.api.metrics.MetricsView`` yourself.
+"""
+
+from django.urls import path, re_path, register_converter
+
+from dtq.api import errors, schema
+from dtq.api.views import dlq, queues, system, tasks
+from dtq.engine.ids import ID_PATTERN
+
+
+class TaskIdConverter:
+    """Match a dtq task id in a path (anything else falls through to the 404 route)."""
+
+    regex = ID_PATTERN.pattern.strip("^$")
+
+    def to_python(self, value: str) -> str:
+        return value
+
+    def to_url(self, value: str) -> str:
+        return value
+
+
+register_converter(TaskIdConverter, "dtq_task_id")
+app_name = "dtq-api"
+TASK_ID = "<dtq_task_id:task_id>"
+
+urlpatterns = [
+    path("tasks/", tasks.TaskCollection.as_view(), name="task-list"),
+    path(f"tasks/{TASK_ID}/", tasks.TaskDetailView.as_view(), name="task-detail"),
+    path(f"tasks/{TASK_ID}/cancel/", tasks.TaskCancel.as_view(), name="task-cancel"),
+    path("queues/", queues.QueueCollection.as_view(), name="queue-list"),
+    path("queues/<str:name>/", queues.QueueDetailView.as_view(), name="queue-detail"),
+    path("queues/<str:name>/pause/", queues.QueuePause.as_view(), name="queue-pause"),
+    path("queues/<str:name>/resume/", queues.QueueResume.as_view(), name="queue-resume"),
+    path("queues/<str:name>/purge/", queues.QueuePurge.as_view(), name="queue-purge"),
+    path("dlq/", dlq.DlqCollection.as_view(), name="dlq-list"),
+    path("dlq/replay/", dlq.DlqBulkReplay.as_view(), name="dlq-replay-bulk"),
+    path("dlq/purge/", dlq.DlqPurge.as_view(), name="dlq-purge"),
+    path(f"dlq/{TASK_ID}/", dlq.DlqDetailView.as_view(), name="dlq-detail"),
+    path(f"dlq/{TASK_ID}/replay/", dlq.DlqReplay.as_view(), name="dlq-replay"),
+    path(f"dlq/{TASK_ID}/discard/", dlq.DlqDiscard.as_view(), name="dlq-discard"),
+    path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
+    path("audit/", system.AuditCollection.as_view(), name="audit-list"),
+    path("health/", system.HealthView.as_view(), name="health"),
+    path("ready/", system.ReadyView.as_view(), name="ready"),
+    path("schema/", schema.SchemaView.as_view(), name="schema"),
+    path("docs/", schema.DocsView.as_view(), name="docs"),
+    # Anything else under the mount point answers 404 in the API's error shape.
+    re_path(r"^.*$", errors.not_found),
+]

@@ -1,0 +1,126 @@
+"""Queue endpoints: overview, detail, pause, resume, purge."""
+
+from __future__ import annotations
+
+from drf_spectacular.utils import OpenApiParameter
+from rest_framework.request import Request
+from rest_framework.response import Response
+
+from dtq.api import requests, responses
+from dtq.api.base import DtqView, body, document, render, valid
+from dtq.api.errors import BadRequest, NotFound
+from dtq.api.fields import QUEUE_NAME_MESSAGE
+from dtq.api.responses import error_responses
+from dtq.engine import ops, records
+from dtq.engine.keys import QUEUE_NAME, check_queue_name
+from dtq.models import PERM_PAUSE, PERM_PURGE
+
+QUEUE_PARAM = OpenApiParameter(
+    "name", str, OpenApiParameter.PATH, pattern=QUEUE_NAME.pattern, description="queue name"
+)
+
+
+def queue_name(name: str) -> str:
+    """Return name if it is a valid queue name, else raise the 400."""
+    try:
+        return check_queue_name(name)
+    except ValueError:
+        details = {"fields": {"name": [QUEUE_NAME_MESSAGE]}}
+        raise BadRequest("invalid queue name", code="invalid", details=details) from None
+
+
+class QueueCollection(DtqView):
+    """Every known queue."""
+
+    @document(
+        operation_id="queues_list",
+        responses={200: responses.QueueList, **error_responses(401, 403, 503)},
+    )
+    def get(self, request: Request) -> Response:
+        """List every queue with its depths, state counts, DLQ size and counters."""
+        return render(responses.QueueList, {"results": records.overview()})
+
+
+class QueueDetailView(DtqView):
+    """One queue."""
+
+    @document(
+        operation_id="queues_retrieve",
+        parameters=[QUEUE_PARAM, requests.QueueDetailQuery],
+        responses={200: responses.QueueDetail, **error_responses(400, 401, 403, 404, 503)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        """Show a queue: depth per band, running, scheduled, DLQ, paused, oldest age, throughput."""
+        queue_name(name)
+        minutes = valid(requests.QueueDetailQuery, request.query_params).validated_data["minutes"]
+        if name not in records.queue_names():
+            raise NotFound(f"no queue {name!r} (no task was ever submitted to it)")
+        overview = records.queue_overview(name)
+        data = {**overview, "throughput": records.throughput(name, minutes)}
+        return render(responses.QueueDetail, data)
+
+
+class QueuePause(DtqView):
+    """Stop workers reading a queue."""
+
+    permissions = {"POST": PERM_PAUSE}
+    paused = True
+
+    @document(
+        operation_id="queues_pause",
+        parameters=[QUEUE_PARAM],
+        request=requests.ReasonRequest,
+        responses={200: responses.PauseResult, **error_responses(400, 401, 403, 413, 415, 503)},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        """Pause a queue: submissions are still accepted, workers read nothing from it."""
+        queue_name(name)
+        reason = valid(requests.ReasonRequest, body(request)).validated_data["reason"]
+        change = ops.pause_queue if self.paused else ops.resume_queue
+        changed = change(name, actor=self.actor(), reason=reason)
+        return render(
+            responses.PauseResult, {"queue": name, "paused": self.paused, "changed": changed}
+        )
+
+
+class QueueResume(QueuePause):
+    """Let workers read a paused queue again."""
+
+    paused = False
+
+    @document(
+        operation_id="queues_resume",
+        parameters=[QUEUE_PARAM],
+        request=requests.ReasonRequest,
+        responses={200: responses.PauseResult, **error_responses(400, 401, 403, 413, 415, 503)},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        """Resume a paused queue."""
+        return super().post(request, name)
+
+
+class QueuePurge(DtqView):
+    """Cancel every waiting task of a queue."""
+
+    permissions = {"POST": PERM_PURGE}
+
+    @document(
+        operation_id="queues_purge",
+        parameters=[QUEUE_PARAM],
+        request=requests.PurgeRequest,
+        responses={200: responses.PurgeResult, **error_responses(400, 401, 403, 413, 415, 503)},
+    )
+    def post(self, request: Request, name: str) -> Response:
+        """Purge a queue (audited, reason required); dry_run only counts what it would take."""
+        queue_name(name)
+        form = valid(requests.PurgeRequest, body(request)).validated_data
+        if form["dry_run"]:
+            preview = ops.preview_purge(name)
+            counts = {"queued": preview.queued, "scheduled": preview.scheduled}
+            running, purged = preview.running, preview.total
+        else:
+            result = ops.purge_queue(name, actor=self.actor(), reason=form["reason"])
+            counts = {"queued": result.queued, "scheduled": result.scheduled}
+            running, purged = result.running, result.purged
+        data = {"queue": name, "dry_run": form["dry_run"], **counts}
+        return render(responses.PurgeResult, data | {"running": running, "purged": purged})

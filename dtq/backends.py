@@ -1,0 +1,360 @@
+"""django.tasks backends: DtqBackend (Redis and dtq workers), and two for tests.
+
+``TASKS = {"default": {"BACKEND": "dtq.backends.DtqBackend"}}`` makes standard
+``@django.tasks.task`` code run on dtq; docs/django-tasks.md has the details.
+"""
+
+from __future__ import annotations
+
+import logging
+from datetime import UTC, datetime
+from functools import partial
+from typing import Any
+
+from asgiref.sync import sync_to_async
+from django.conf import settings
+from django.core.checks import Error
+from django.db import DEFAULT_DB_ALIAS, transaction
+from django.tasks.backends.base import BaseTaskBackend
+from django.tasks.backends.dummy import DummyBackend
+from django.tasks.backends.immediate import ImmediateBackend
+from django.tasks.base import Task, TaskResult
+from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
+from django.tasks.signals import task_enqueued
+from django.utils import timezone
+from django.utils.crypto import get_random_string
+from django.utils.json import normalize_json
+
+from dtq.conf import dtq_settings
+from dtq.djtasks import (
+    READY,
+    DjangoTaskEntry,
+    DtqTask,
+    DtqTaskContext,
+    DtqTaskResult,
+    result_from_record,
+)
+from dtq.engine import ids, records, registry
+from dtq.engine.errors import InvalidTaskError
+from dtq.engine.keys import QUEUE_NAME, check_queue_name
+from dtq.engine.state import TaskState
+from dtq.engine.submit import (
+    IDEMPOTENCY_KEY,
+    MAX_NAME_LENGTH,
+    Accepted,
+    Submission,
+    asubmit,
+    prepare,
+    submit,
+)
+
+__all__ = [
+    "DtqBackend",
+    "DtqDummyBackend",
+    "DtqImmediateBackend",
+    "DtqTask",
+    "DtqTaskContext",
+    "DtqTaskResult",
+    "result_from_record",
+]
+
+log = logging.getLogger("dtq.backends")
+OPTIONS = {"ENQUEUE_ON_COMMIT": False, "DATABASE": DEFAULT_DB_ALIAS}
+
+
+# ----- submissions -------------------------------------------------------------------------
+
+
+def _delay(run_after: datetime | None) -> float:
+    if run_after is None:
+        return 0.0
+    now = datetime.now(tz=UTC) if timezone.is_aware(run_after) else datetime.now()
+    return max((run_after - now).total_seconds(), 0.0)
+
+
+def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -> Submission:
+    """Build the engine submission for one enqueue of a django task."""
+    s = dtq_settings
+
+    def option(name: str, default: Any) -> Any:
+        value = getattr(task, name, None)
+        return default if value is None else value
+
+    return Submission(
+        name=task.module_path,
+        queue=task.queue_name,
+        args=normalize_json(list(args)),  # what django's own backends accept, no more
+        kwargs=normalize_json(dict(kwargs)),
+        priority=task.priority,
+        max_attempts=int(option("max_attempts", s.DEFAULT_MAX_ATTEMPTS)),
+        delay=_delay(task.run_after),
+        ttl=option("ttl", None),
+        timeout=option("timeout", s.DEFAULT_TIMEOUT),
+        retry={
+            "base": option("retry_base", s.RETRY_BASE),
+            "cap": option("retry_cap", s.RETRY_CAP),
+            "jitter": option("retry_jitter", s.RETRY_JITTER),
+        },
+        idempotency_key=option("idempotency_key", None),
+        task_id=task_id,
+    )
+
+
+# ----- validation and options ---------------------------------------------------------------
+
+
+def _positive(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
+
+
+def _check_options(task: Task) -> None:
+    """Raise InvalidTask when a DtqTask's dtq options are out of range."""
+    if not isinstance(task, DtqTask):
+        return
+    if task.max_attempts is not None and (
+        not isinstance(task.max_attempts, int) or task.max_attempts < 1
+    ):
+        raise InvalidTask(f"max_attempts must be a whole number >= 1, got {task.max_attempts!r}")
+    for name in ("timeout", "ttl", "retry_base", "retry_cap"):
+        value = getattr(task, name)
+        if value is not None and not _positive(value):
+            raise InvalidTask(f"{name} must be a positive number of seconds, got {value!r}")
+    if task.retry_jitter is not None and not 0 <= task.retry_jitter <= 1:
+        raise InvalidTask(f"retry_jitter must be in 0..1, got {task.retry_jitter!r}")
+    retry_on = task.retry_on if isinstance(task.retry_on, tuple) else (task.retry_on,)
+    if not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
+        raise InvalidTask(f"retry_on must be a tuple of exception classes, got {task.retry_on!r}")
+    key = task.idempotency_key
+    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.match(key)):
+        raise InvalidTask(f"invalid idempotency_key {key!r}")
+    if task.database is not None and task.database not in settings.DATABASES:
+        raise InvalidTask(f"database {task.database!r} is not in settings.DATABASES")
+
+
+def _option_errors(backend: BaseTaskBackend) -> list[Error]:
+    """Return the system-check errors of a dtq backend's OPTIONS and QUEUES."""
+    where = f"TASKS[{backend.alias!r}]"
+    found = []
+    options = backend.options if isinstance(backend.options, dict) else {}
+    for name in sorted(set(options) - set(OPTIONS)):
+        hint = f"Known options: {', '.join(sorted(OPTIONS))}."
+        found.append(Error(f"{where}: unknown OPTIONS key {name!r}", hint=hint, id="dtq.E101"))
+    if not isinstance(options.get("ENQUEUE_ON_COMMIT", False), bool):
+        found.append(Error(f"{where}: OPTIONS['ENQUEUE_ON_COMMIT'] must be a bool", id="dtq.E102"))
+    if options.get("DATABASE", DEFAULT_DB_ALIAS) not in settings.DATABASES:
+        found.append(
+            Error(f"{where}: OPTIONS['DATABASE'] is not in settings.DATABASES", id="dtq.E103")
+        )
+    for queue in sorted(q for q in backend.queues if not QUEUE_NAME.match(str(q))):
+        hint = "Use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit."
+        found.append(Error(f"{where}: invalid queue name {queue!r}", hint=hint, id="dtq.E104"))
+    return found
+
+
+class _DtqOptions(BaseTaskBackend):
+    """What every dtq backend shares: DtqTask, dtq's validation, OPTIONS, on-commit enqueue."""
+
+    task_class = DtqTask
+    supports_defer = True
+    supports_async_task = True
+    supports_priority = True
+
+    def validate_task(self, task: Task) -> None:
+        """Apply django's rules, then dtq's (queue name syntax, DtqTask option ranges)."""
+        super().validate_task(task)
+        try:
+            check_queue_name(task.queue_name)
+        except ValueError as exc:
+            raise InvalidTask(str(exc)) from None
+        if len(task.module_path) > MAX_NAME_LENGTH:
+            raise InvalidTask(f"task path is longer than {MAX_NAME_LENGTH} characters")
+        _check_options(task)
+
+    def check(self, **kwargs: Any) -> list[Any]:
+        """Report unknown or invalid OPTIONS and invalid QUEUES."""
+        return [*super().check(**kwargs), *_option_errors(self)]
+
+    @property
+    def on_commit_default(self) -> bool:
+        """Return True when enqueue() waits for the transaction to commit (OPTIONS)."""
+        return bool(self.options.get("ENQUEUE_ON_COMMIT", False))
+
+    def on_commit(self, task: Task, action: Any) -> None:
+        """Run action when the transaction of the task's database commits (now if none)."""
+        alias = getattr(task, "database", None) or self.options.get("DATABASE", DEFAULT_DB_ALIAS)
+        transaction.on_commit(action, using=alias)
+
+    def _ready(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        return TaskResult(
+            task=task,
+            id=get_random_string(32),
+            status=READY,
+            enqueued_at=None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=list(args),
+            kwargs=dict(kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+        )
+
+
+# ----- the backends -------------------------------------------------------------------------
+
+
+class DtqBackend(_DtqOptions):
+    """Runs django.tasks on dtq: Redis, dtq workers, at-least-once delivery."""
+
+    supports_get_result = True
+
+    def validate_task(self, task: Task) -> None:
+        """Validate, then register the task so dtq workers can find it (no I/O)."""
+        super().validate_task(task)
+        current = registry.get(task.module_path)
+        if getattr(current, "func", None) is task.func:
+            return  # using() copies share the entry of the task they came from
+        try:
+            registry.register(DjangoTaskEntry(task))
+        except InvalidTaskError as exc:
+            raise InvalidTask(str(exc)) from None
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> DtqTaskResult:
+        """Submit one run of the task (at commit when OPTIONS['ENQUEUE_ON_COMMIT'])."""
+        self.validate_task(task)
+        if self.on_commit_default:
+            return self.enqueue_on_commit(task, args, kwargs)
+        sub = submission(task, args, kwargs)
+        accepted = submit(sub)
+        if accepted.duplicate:
+            return self._duplicate(self.get_result(accepted.id))
+        result = self._accepted(task, sub, accepted)
+        task_enqueued.send(type(self), task_result=result)
+        return result
+
+    async def aenqueue(self, task: Task, args: Any, kwargs: Any) -> DtqTaskResult:
+        """Submit one run of the task from async code, without blocking the event loop."""
+        self.validate_task(task)
+        if self.on_commit_default:  # transactions belong to the sync world
+            enqueue = sync_to_async(self.enqueue_on_commit, thread_sensitive=True)
+            return await enqueue(task, args, kwargs)
+        sub = submission(task, args, kwargs)
+        accepted = await asubmit(sub)
+        if accepted.duplicate:
+            return self._duplicate(await self.aget_result(accepted.id))
+        result = self._accepted(task, sub, accepted)
+        await task_enqueued.asend(type(self), task_result=result)
+        return result
+
+    def enqueue_on_commit(self, task: Task, args: Any, kwargs: Any) -> DtqTaskResult:
+        """Return a READY result now; submit it when the transaction commits, never on rollback.
+
+        The id is chosen now, so the result can be kept; reading it fails until the commit.
+        """
+        self.validate_task(task)
+        sub = submission(task, args, kwargs, task_id=ids.new_id(0))
+        prepare(sub)  # validate and encode now: a bad argument fails here, not at commit
+        state = TaskState.PENDING if sub.delay else TaskState.QUEUED
+        result = self._accepted(task, sub, Accepted(str(sub.task_id), state), enqueued=False)
+        self.on_commit(task, partial(self._submit_committed, result, sub))
+        return result
+
+    def _submit_committed(self, result: DtqTaskResult, sub: Submission) -> None:
+        try:
+            accepted = submit(sub)
+        except Exception:
+            log.exception("task_id=%s: not enqueued after its transaction committed", sub.task_id)
+            raise
+        if accepted.duplicate:
+            log.info(
+                "task_id=%s not enqueued: its idempotency key is task %s", sub.task_id, accepted.id
+            )
+            return
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        task_enqueued.send(type(self), task_result=result)
+
+    def _accepted(
+        self, task: Task, sub: Submission, accepted: Accepted, enqueued: bool = True
+    ) -> DtqTaskResult:
+        return DtqTaskResult(
+            task=task,
+            id=accepted.id,
+            status=READY,
+            enqueued_at=timezone.now() if enqueued else None,
+            started_at=None,
+            last_attempted_at=None,
+            finished_at=None,
+            args=list(sub.args),
+            kwargs=dict(sub.kwargs),
+            backend=self.alias,
+            errors=[],
+            worker_ids=[],
+            state=TaskState(accepted.state or TaskState.QUEUED),
+            max_attempts=sub.max_attempts,
+        )
+
+    @staticmethod
+    def _duplicate(result: DtqTaskResult) -> DtqTaskResult:
+        object.__setattr__(result, "duplicate", True)
+        return result
+
+    def get_result(self, result_id: str) -> DtqTaskResult:
+        """Read a task's result from Redis, from any process."""
+        record = records.get_task(result_id) if isinstance(result_id, str) else None
+        if record is None:
+            raise TaskResultDoesNotExist(result_id)
+        entry = registry.get(record.get("name") or "")
+        task = getattr(entry, "task", None)
+        if task is None:  # a dtq.task, or a module this process did not import
+            raise TaskResultDoesNotExist(f"{result_id} is not a django task known here")
+        return result_from_record(_as_enqueued(task, record), record, self.alias)
+
+    async def aget_result(self, result_id: str) -> DtqTaskResult:
+        """Read a task's result from Redis, from async code."""
+        return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
+
+
+def _as_enqueued(task: Task, record: dict[str, Any]) -> Task:
+    """Return the task with the priority and queue it was enqueued with."""
+    priority, queue = record.get("priority", task.priority), record.get("queue", task.queue_name)
+    if (priority, queue) == (task.priority, task.queue_name):
+        return task
+    try:
+        return task.using(priority=priority, queue_name=queue)
+    except InvalidTask:
+        return task  # e.g. QUEUES changed since: the stored result still reads
+
+
+class DtqImmediateBackend(_DtqOptions, ImmediateBackend):  # type: ignore[misc]
+    """Django's ImmediateBackend accepting dtq's task options (for tests; run_after ignored)."""
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Run the task now (at commit when OPTIONS['ENQUEUE_ON_COMMIT'])."""
+        if self.on_commit_default:
+            return self.enqueue_on_commit(task, args, kwargs)
+        return ImmediateBackend.enqueue(self, task, args, kwargs)
+
+    def enqueue_on_commit(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Return a READY result now and run the task when the transaction commits."""
+        self.validate_task(task)
+        result = self._ready(task, args, kwargs)
+        self.on_commit(task, partial(self._execute_task, result))
+        return result
+
+
+class DtqDummyBackend(_DtqOptions, DummyBackend):  # type: ignore[misc]
+    """Django's DummyBackend accepting dtq's task options (stores results, runs nothing)."""
+
+    def enqueue(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Store the result (at commit when OPTIONS['ENQUEUE_ON_COMMIT'])."""
+        if self.on_commit_default:
+            return self.enqueue_on_commit(task, args, kwargs)
+        return DummyBackend.enqueue(self, task, args, kwargs)  # type: ignore[no-any-return]
+
+    def enqueue_on_commit(self, task: Task, args: Any, kwargs: Any) -> TaskResult:
+        """Return a READY result now and store it when the transaction commits."""
+        self.validate_task(task)
+        result = self._ready(task, args, kwargs)
+        self.on_commit(task, partial(self._store_result, result))
+        return result

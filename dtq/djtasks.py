@@ -1,0 +1,336 @@
+"""dtq's django.tasks types: DtqTask, DtqTaskResult, DtqTaskContext, how a dtq task record
+reads as a django TaskResult, and the worker registry entry that sends django.tasks' signals.
+
+dtq.backends re-exports the public names; import them from there.
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from dataclasses import dataclass, field, replace
+from datetime import UTC, datetime
+from functools import partial
+from inspect import iscoroutinefunction
+from typing import Any
+
+from django.conf import settings
+from django.db import DEFAULT_DB_ALIAS, transaction
+from django.tasks.base import (
+    TASK_REFRESH_ATTRS,
+    Task,
+    TaskContext,
+    TaskError,
+    TaskResult,
+    TaskResultStatus,
+)
+from django.tasks.signals import task_finished, task_started
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from dtq.conf import dtq_settings
+from dtq.engine import codec, errors, ids, records
+from dtq.engine.errors import PermanentError
+from dtq.engine.state import TaskState
+
+log = logging.getLogger("dtq.backends")
+READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
+SUCCESSFUL, FAILED = TaskResultStatus.SUCCESSFUL, TaskResultStatus.FAILED
+STATUS_OF = {
+    TaskState.PENDING: READY,
+    TaskState.QUEUED: READY,
+    TaskState.RETRYING: READY,
+    TaskState.RUNNING: RUNNING,
+    TaskState.SUCCEEDED: SUCCESSFUL,
+    TaskState.FAILED: FAILED,
+    TaskState.DEAD_LETTERED: FAILED,
+    TaskState.CANCELLED: FAILED,
+    TaskState.EXPIRED: FAILED,
+}
+USING_OPTIONS = frozenset(
+    {
+        "max_attempts",
+        "retry_base",
+        "retry_cap",
+        "retry_jitter",
+        "timeout",
+        "ttl",
+        "idempotency_key",
+        "database",
+    }
+)
+
+
+# ----- tasks, results, context --------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DtqTask(Task):
+    """A django.tasks Task with dtq's delivery options (None: the DTQ settings' default)."""
+
+    max_attempts: int | None = None
+    retry_base: float | None = None
+    retry_cap: float | None = None
+    retry_jitter: float | None = None
+    retry_on: tuple[type[BaseException], ...] = (Exception,)
+    timeout: float | None = None
+    ttl: float | None = None
+    idempotency_key: str | None = None
+    database: str | None = None  # alias whose commit enqueue_on_commit waits for
+
+    def using(  # type: ignore[override]
+        self,
+        *,
+        priority: int | None = None,
+        queue_name: str | None = None,
+        run_after: datetime | None = None,
+        backend: str | None = None,
+        **options: Any,
+    ) -> DtqTask:
+        """Return a copy with other defaults; also takes dtq's options (max_attempts, ttl...)."""
+        unknown = sorted(set(options) - USING_OPTIONS)
+        if unknown:
+            raise TypeError(f"using() got unexpected option(s): {', '.join(unknown)}")
+        changes = dict(
+            priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
+        )
+        changes.update(options)
+        return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> TaskResult | None:
+        """Enqueue when the current transaction of `database` commits; nothing on rollback.
+
+        dtq's backends return the (READY) result at once; other backends return None.
+        """
+        backend = self.get_backend()
+        if hasattr(backend, "enqueue_on_commit"):
+            return backend.enqueue_on_commit(self, args, kwargs)  # type: ignore[no-any-return]
+        enqueue = partial(self.enqueue, *args, **kwargs)
+        transaction.on_commit(enqueue, using=self.database or DEFAULT_DB_ALIAS)
+        return None
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DtqTaskResult(TaskResult):
+    """A django.tasks TaskResult that also carries dtq's precise state and attempt."""
+
+    state: TaskState = TaskState.QUEUED
+    attempt: int = 0  # attempts started so far, counting crash redeliveries
+    max_attempts: int = 0
+    duplicate: bool = False  # an idempotency key returned an earlier task
+
+    @property
+    def attempts(self) -> int:  # type: ignore[override]
+        """Return dtq's attempt count (django derives it from worker_ids)."""
+        return self.attempt
+
+    def refresh(self) -> None:
+        """Reload the result from Redis."""
+        self._take(self.task.get_backend().get_result(self.id))
+
+    async def arefresh(self) -> None:
+        """Reload the result from Redis, from async code."""
+        self._take(await self.task.get_backend().aget_result(self.id))
+
+    def _take(self, other: TaskResult) -> None:
+        for name in (*TASK_REFRESH_ATTRS, "state", "attempt", "max_attempts"):
+            object.__setattr__(self, name, getattr(other, name))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DtqTaskContext(TaskContext):
+    """The django TaskContext a dtq worker passes, plus cooperative cancellation."""
+
+    cancel: threading.Event | None = field(default=None, repr=False, compare=False)
+
+    @property
+    def cancel_requested(self) -> bool:
+        """Return True once an operator asked for this task to be cancelled."""
+        return self.cancel is not None and self.cancel.is_set()
+
+
+# ----- dtq records as django results -------------------------------------------------------
+
+
+def exception_path(name: str) -> str:
+    """Return the importable path of an error class name from a task's history."""
+    module, _, cls = name.rpartition(".")
+    if module == "dtq" and isinstance(getattr(errors, cls, None), type):
+        return f"dtq.engine.errors.{cls}"  # the engine records dtq errors as dtq.<Class>
+    return name
+
+
+def _task_error(name: str, message: str = "", text: str | None = None) -> TaskError:
+    path = exception_path(name)
+    return TaskError(exception_class_path=path, traceback=text or f"{path}: {message}\n")
+
+
+def _final_error(record: dict[str, Any], state: TaskState, history: list[Any]) -> Any:
+    """Return the error of a failure that no attempt recorded (expiry, cancel, operator)."""
+    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    last = history[-1] if history else {}
+    if state == TaskState.EXPIRED:
+        return _task_error("dtq.TaskExpired", "the task's TTL passed before it could start")
+    if state == TaskState.CANCELLED and last.get("outcome") != "cancelled":
+        reason = record.get("cancel_reason") or error.get("message") or "cancelled"
+        return _task_error("dtq.TaskCancelled", reason)
+    if STATUS_OF[state] == FAILED and not last.get("error") and state != TaskState.CANCELLED:
+        return _task_error(error.get("class") or "dtq.PermanentError", error.get("message", ""))
+    return None
+
+
+def _errors(record: dict[str, Any], state: TaskState, history: list[Any]) -> list[TaskError]:
+    found = [
+        _task_error(h["error"], h.get("message", ""), h.get("traceback"))
+        for h in history
+        if h.get("error")
+    ]
+    final = _final_error(record, state, history)
+    return [*found, final] if final else found
+
+
+def _moment(seconds: float | None) -> datetime | None:
+    if not seconds:
+        return None
+    if settings.USE_TZ:
+        return datetime.fromtimestamp(seconds, tz=UTC)
+    return datetime.fromtimestamp(seconds)
+
+
+def _arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
+    if not isinstance(payload, dict):
+        return [], {}  # undecodable: the worker fails such a task, the result still shows
+    return list(payload.get("args") or []), dict(payload.get("kwargs") or {})
+
+
+def result_from_record(task: Task, record: dict[str, Any], alias: str) -> DtqTaskResult:
+    """Map a dtq task record (records.get_task) onto a django TaskResult."""
+    state = TaskState(record["state"])
+    history = [h for h in record.get("history") or [] if isinstance(h, dict)]
+    workers = [h.get("worker") or "" for h in history]
+    if state == TaskState.RUNNING and record.get("worker"):
+        workers.append(record["worker"])  # the attempt in progress has no history entry yet
+    args, kwargs = _arguments(record.get("payload"))
+    result = DtqTaskResult(
+        task=task,
+        id=record["id"],
+        status=STATUS_OF[state],
+        enqueued_at=_moment(record.get("created_at")),
+        started_at=_moment(record.get("started_at")),
+        last_attempted_at=_moment(record.get("started_at")),
+        finished_at=_moment(record.get("finished_at")) if state.is_terminal else None,
+        args=args,
+        kwargs=kwargs,
+        backend=alias,
+        errors=_errors(record, state, history),
+        worker_ids=workers,
+        state=state,
+        attempt=int(record.get("attempt") or 0),
+        max_attempts=int(record.get("max_attempts") or 0),
+    )
+    if state == TaskState.SUCCEEDED:
+        object.__setattr__(result, "_return_value", record.get("result"))
+    return result
+
+
+def _finished(result: DtqTaskResult, outcome: Any) -> DtqTaskResult:
+    """Return the result an attempt's outcome leaves behind (the worker's task_finished)."""
+    entry = codec.loads(outcome.history)
+    failed_state = TaskState.DEAD_LETTERED if dtq_settings.DLQ_ENABLED else TaskState.FAILED
+    state = {"success": TaskState.SUCCEEDED, "cancel": TaskState.CANCELLED}.get(
+        outcome.kind, failed_state
+    )
+    found = []
+    if entry.get("error"):
+        found.append(_task_error(entry["error"], entry.get("message", ""), entry.get("traceback")))
+    done = replace(
+        result,
+        status=STATUS_OF[state],
+        state=state,
+        finished_at=timezone.now(),
+        errors=[*result.errors, *found],
+    )
+    if state == TaskState.SUCCEEDED:
+        object.__setattr__(done, "_return_value", codec.loads(outcome.data))
+    return done
+
+
+# ----- the worker's view of a django task ---------------------------------------------------
+
+
+class DjangoTaskEntry:
+    """A DtqBackend's task as the worker registry sees it, with hooks that send its signals."""
+
+    def __init__(self, task: Task) -> None:
+        self.task = task
+        self.name = task.module_path
+        self.func = task.func
+        self.takes_context = task.takes_context
+        self._running: dict[tuple[str, int], DtqTaskResult] = {}
+
+    @property
+    def is_async(self) -> bool:
+        """Return True when the function is a coroutine function."""
+        return iscoroutinefunction(self.func)
+
+    def should_retry(self, exc: BaseException) -> bool:
+        """Return True when exc is one this task retries on (DtqTask.retry_on)."""
+        retry_on = getattr(self.task, "retry_on", (Exception,))
+        return not isinstance(exc, PermanentError) and isinstance(exc, retry_on)
+
+    def _sender(self) -> type:
+        return type(self.task.get_backend())
+
+    def started(self, att: Any, worker_id: str, context: Any) -> Any:
+        """Send task_started; return the django TaskContext a takes_context task gets."""
+        try:
+            record = records.get_task(att.id)  # history: earlier errors and workers
+        except RedisError as exc:
+            log.warning("task_id=%s: record not read for task_started: %s", att.id, exc)
+            record = None
+        record = record or _attempt_record(att)
+        record.update(state=TaskState.RUNNING, attempt=att.attempt, worker=worker_id)
+        result = result_from_record(self.task, record, self.task.backend)
+        self._running[(att.id, att.attempt)] = result
+        self._send(task_started, result)
+        if not self.takes_context:
+            return context
+        return DtqTaskContext(task_result=result, cancel=att.cancel)
+
+    def finished(self, att: Any, worker_id: str, outcome: Any) -> None:
+        """Send task_finished once the task succeeded or failed for good (not on a retry)."""
+        result = self._running.pop((att.id, att.attempt), None)
+        if result is None or att.lost or outcome.kind == "retry":
+            return  # a lost lease: the attempt that replaced this one reports instead
+        done = _finished(result, outcome)
+        if outcome.exc is None:
+            self._send(task_finished, done)
+            return
+        try:
+            raise outcome.exc
+        except BaseException:
+            # Sent inside the handler, like django's backends: receivers see sys.exc_info().
+            self._send(task_finished, done)
+
+    def _send(self, signal: Any, result: DtqTaskResult) -> None:
+        """Send a signal to every receiver; one that raises is logged, never fails the task."""
+        for receiver, error in signal.send_robust(self._sender(), task_result=result):
+            if isinstance(error, Exception):
+                log.error("task_id=%s: receiver %r failed", result.id, receiver, exc_info=error)
+
+
+def _attempt_record(att: Any) -> dict[str, Any]:
+    """Return a record-shaped dict from what the claim returned (if the record read failed)."""
+    try:
+        payload = codec.loads(att.payload)
+    except ValueError:
+        payload = None
+    return {
+        "id": att.id,
+        "queue": att.queue,
+        "payload": payload,
+        "created_at": ids.created_ms(att.id) / 1000,
+        "started_at": att.started_at,
+        "max_attempts": att.max_attempts,
+        "history": [],
+    }

@@ -1,0 +1,143 @@
+"""DLQ actions behind ops.py: replay and discard entries, one script call per bounded batch."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import ids, layout, records
+from dtq.engine.connection import get_client
+from dtq.engine.keys import Keys
+from dtq.engine.records import DlqEntry
+from dtq.engine.scripts import Scripts
+
+BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
+
+Progress = Callable[["BulkResult"], None]
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DlqFilter:
+    """Which DLQ entries a bulk action takes; every condition that is set must hold."""
+
+    name: str | None = None  # task name, exact
+    error: str | None = None  # substring of the error class, e.g. "ValueError"
+    since: float | None = None  # dead-lettered at or after (epoch seconds)
+    until: float | None = None  # dead-lettered before (epoch seconds)
+    limit: int | None = None  # at most this many entries
+
+    def matches(self, entry: DlqEntry) -> bool:
+        """Return True when the entry satisfies every condition that is set."""
+        at = entry["dead_lettered_at"] or 0.0
+        error = entry["error"] if isinstance(entry["error"], dict) else {}
+        return (
+            (self.name is None or entry["name"] == self.name)
+            and (self.error is None or self.error in str(error.get("class", "")))
+            and (self.since is None or at >= self.since)
+            and (self.until is None or at < self.until)
+        )
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the conditions that are set (for the audit row)."""
+        return {k: getattr(self, k) for k in self.__slots__ if getattr(self, k) is not None}
+
+
+@dataclass(slots=True)
+class BulkResult:
+    """Counts of a bulk DLQ action; `statuses` maps script replies to how often they came."""
+
+    done: int = 0
+    statuses: dict[str, int] = field(default_factory=dict)
+    task_ids: list[str] = field(default_factory=list)  # of the entries acted on
+
+    def add(self, entries: list[DlqEntry], replies: list[str], ok: tuple[str, ...]) -> None:
+        """Count one batch's replies."""
+        for entry, status in zip(entries, replies, strict=True):
+            self.statuses[status] = self.statuses.get(status, 0) + 1
+            if status in ok:
+                self.done += 1
+                self.task_ids.append(entry["task_id"])
+
+
+def _keys() -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+def _refs(queue: str, entries: list[DlqEntry]) -> list[layout.TaskRef]:
+    """Task refs for the entries, with the idempotency key from the record (else the entry)."""
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    for entry in entries:
+        pipe.hget(keys.task(_task_id(entry)), "idem")
+    return [
+        layout.TaskRef(_task_id(entry), queue, idem or entry["idempotency_key"])
+        for entry, idem in zip(entries, pipe.execute(), strict=True)
+    ]
+
+
+def _task_id(entry: DlqEntry) -> str:
+    # A damaged entry still needs some task block; the scripts find no record behind it.
+    return entry["task_id"] if ids.is_valid(entry["task_id"]) else "0" * 22
+
+
+def replay_entries(queue: str, entries: list[DlqEntry], to_queue: str | None = None) -> list[str]:
+    """Replay entries of one queue's DLQ onto to_queue (default: the same queue)."""
+    usable = [e for e in entries if ids.is_valid(e["task_id"])]
+    replies: list[str] = []
+    if usable:
+        queues = [queue]
+        target = layout.queue_index(queues, to_queue or queue)
+        keys, argv = layout.build(_keys(), queues, _refs(queue, usable))
+        args: list[Any] = [1, target, int(dtq_settings.DEFAULT_MAX_ATTEMPTS)]
+        args += [e["entry_id"] for e in usable]
+        replies = Scripts.of(get_client()).replay(keys=keys, args=[*argv, *args])
+    found = iter(replies)
+    return [next(found) if ids.is_valid(e["task_id"]) else "stale" for e in entries]
+
+
+def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[str]:
+    """Delete entries from one queue's DLQ, releasing their tasks' idempotency keys."""
+    if not entries:
+        return []
+    keys, argv = layout.build(_keys(), [queue], _refs(queue, entries))
+    args = [reason, *(e["entry_id"] for e in entries)]
+    return list(Scripts.of(get_client()).discard(keys=keys, args=[*argv, *args]))
+
+
+def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator[list[DlqEntry]]:
+    """Yield the entries that match flt, oldest first, in batches; newer entries are left out.
+
+    Only entries present when the iteration starts are considered, so a DLQ that keeps
+    growing cannot keep a bulk action running.
+    """
+    upto = records.dlq_last_id(queue)
+    if upto is None:
+        return
+    after, left = "-", flt.limit
+    while left is None or left > 0:
+        page = records.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
+        if not page:
+            return
+        after = page[-1]["entry_id"]
+        chosen = [e for e in page if flt.matches(e)][:left]
+        if chosen:
+            yield chosen
+            left = None if left is None else left - len(chosen)
+
+
+def bulk(
+    queue: str,
+    flt: DlqFilter,
+    act: Callable[[list[DlqEntry]], list[str]],
+    ok: tuple[str, ...],
+    progress: Progress | None = None,
+) -> BulkResult:
+    """Apply act to every matching entry, batch by batch; return the counts."""
+    result = BulkResult()
+    for entries in matching_batches(queue, flt):
+        result.add(entries, act(entries), ok)
+        if progress is not None:
+            progress(result)
+    return result

@@ -1,0 +1,136 @@
+"""Lifecycle events for live views: catch up from the capped event stream, then follow it.
+
+The Lua scripts write every event twice: into the capped stream ``Keys.events`` (field ``e``)
+and onto the pub/sub channel ``layout.channel(prefix)``. Pub/sub alone cannot resume after a
+gap, and its messages carry no position, so a feed uses the channel as a doorbell: each
+message (or a quiet interval) makes it read the stream after the last id it delivered. Every
+event thus arrives once, in stream order, with the stream id a client resumes from.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import codec, layout
+from dtq.engine.connection import get_client, new_async_client
+from dtq.engine.keys import Keys
+
+STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+ORIGIN = "0-0"
+CATCH_UP_LIMIT = 1000  # more missed events than this: tell the client to reload instead
+READ_BATCH = 500
+
+
+@dataclass(slots=True)
+class Batch:
+    """Events read in one go; `gap` means some were lost and the client should reload."""
+
+    events: list[dict[str, Any]] = field(default_factory=list)
+    last_id: str = ORIGIN
+    gap: bool = False
+
+
+def _keys(prefix: str | None) -> Keys:
+    # The event stream lives in shard 0, like every process-wide key (SHARDS must be 1).
+    return Keys(prefix or dtq_settings.KEY_PREFIX, 0)
+
+
+def valid_id(value: object) -> bool:
+    """Return True when value looks like a stream id ('<ms>-<seq>')."""
+    return isinstance(value, str) and bool(STREAM_ID.match(value))
+
+
+def _order(stream_id: str) -> tuple[int, int]:
+    ms, _, seq = stream_id.partition("-")
+    return int(ms), int(seq)
+
+
+def _decode(entries: list[Any]) -> list[dict[str, Any]]:
+    events = []
+    for stream_id, fields in entries:
+        try:
+            event = codec.loads(fields.get("e", ""))
+        except ValueError:
+            continue  # a damaged entry must not stop the feed
+        if isinstance(event, dict):
+            event["id"] = stream_id
+            events.append(event)
+    return events
+
+
+def latest_id(prefix: str | None = None) -> str:
+    """Return the id of the newest event (the origin when there is none yet)."""
+    newest = get_client().xrevrange(_keys(prefix).events, count=1)
+    return str(newest[0][0]) if newest else ORIGIN
+
+
+def recent(prefix: str | None = None, count: int = 50) -> list[dict[str, Any]]:
+    """Return up to count newest events, oldest first."""
+    entries = get_client().xrevrange(_keys(prefix).events, count=count)
+    return _decode(list(reversed(entries)))
+
+
+class EventFeed:
+    """Follow one key prefix's lifecycle events with its own asyncio Redis client."""
+
+    def __init__(self, prefix: str | None = None, *, poll: float = 5.0) -> None:
+        self.prefix = prefix or str(dtq_settings.KEY_PREFIX)
+        self.poll = poll
+        self.last_id = ORIGIN
+        self._stream = _keys(self.prefix).events
+        self._client: Any = None
+        self._pubsub: Any = None
+        self._more = False  # the last read was full: read again without waiting
+
+    async def open(self, last_id: str | None) -> Batch:
+        """Subscribe, then return what happened after last_id (None: start from now)."""
+        self._client = new_async_client()
+        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
+        # Subscribe before reading, so nothing published in between goes unnoticed.
+        await self._pubsub.subscribe(layout.channel(self.prefix))
+        if not valid_id(last_id):
+            newest = await self._client.xrevrange(self._stream, count=1)
+            self.last_id = str(newest[0][0]) if newest else ORIGIN
+            return Batch(last_id=self.last_id)
+        assert last_id is not None
+        return await self._catch_up(last_id)
+
+    async def _catch_up(self, last_id: str) -> Batch:
+        pipe = self._client.pipeline(transaction=False)
+        pipe.xrange(self._stream, "-", "+", count=1)
+        pipe.xrange(self._stream, f"({last_id}", "+", count=CATCH_UP_LIMIT + 1)
+        pipe.xrevrange(self._stream, count=1)
+        first, entries, newest = await pipe.execute()
+        # An oldest entry newer than last_id means the cap may have trimmed what came between.
+        trimmed = bool(first) and _order(first[0][0]) > _order(last_id)
+        if trimmed or len(entries) > CATCH_UP_LIMIT:
+            self.last_id = str(newest[0][0]) if newest else ORIGIN
+            return Batch(last_id=self.last_id, gap=True)
+        self.last_id = str(entries[-1][0]) if entries else last_id
+        return Batch(_decode(entries), self.last_id)
+
+    async def next(self) -> Batch:
+        """Wait for a publish (or `poll` seconds), then return the events after last_id."""
+        if not self._more:
+            message = await self._pubsub.get_message(timeout=self.poll)
+            for _ in range(READ_BATCH):  # one read serves every message already here
+                if message is None:
+                    break
+                message = await self._pubsub.get_message(timeout=0)
+        entries = await self._client.xread({self._stream: self.last_id}, count=READ_BATCH)
+        found = entries[0][1] if entries else []
+        self._more = len(found) == READ_BATCH
+        if found:
+            self.last_id = str(found[-1][0])
+        return Batch(_decode(found), self.last_id)
+
+    async def close(self) -> None:
+        """Unsubscribe and close the client."""
+        if self._pubsub is not None:
+            await self._pubsub.aclose()
+        if self._client is not None:
+            await self._client.aclose()
+        self._pubsub = self._client = None

@@ -1,0 +1,286 @@
+"""Operator actions: cancel, pause/resume, DLQ replay/discard/purge, queue purge.
+
+Every action changes Redis through Lua only (one script call, or one per bounded batch for bulk
+actions) and writes exactly one audit row (dtq.models.AuditEntry) naming its actor. The
+management commands, the admin and the REST API call these functions and never send Redis
+commands themselves. Reads (DLQ lists, purge previews) write no audit row.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import ids, layout, records
+from dtq.engine.audit import Actor, Report, audited
+from dtq.engine.connection import get_client
+from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
+from dtq.engine.dlq import Progress as DlqProgress
+from dtq.engine.errors import (
+    DtqError,
+    InvalidOperation,
+    NotInDeadLetterQueue,
+    TaskAlreadyFinished,
+    TaskNotFound,
+)
+from dtq.engine.keys import Keys, check_queue_name
+from dtq.engine.purge import Progress as PurgeProgress
+from dtq.engine.purge import Purge, PurgePreview, PurgeResult, preview
+from dtq.engine.records import DlqEntry
+from dtq.engine.scripts import Scripts
+
+__all__ = [
+    "Actor",
+    "BulkResult",
+    "DlqFilter",
+    "PurgePreview",
+    "PurgeResult",
+    "cancel",
+    "discard",
+    "discard_many",
+    "pause_queue",
+    "preview_purge",
+    "purge_dlq",
+    "purge_queue",
+    "replay",
+    "replay_many",
+    "resume_queue",
+]
+
+CANCEL_ATTEMPTS = 3  # a task replayed into another queue mid-cancel is looked up again
+REPLAY_OK = ("replayed", "recreated")
+
+
+def _queue(name: str) -> str:
+    try:
+        return check_queue_name(name)
+    except ValueError as exc:
+        raise InvalidOperation(str(exc)) from None
+
+
+def _reason(reason: str, required: bool = False) -> str:
+    text = (reason or "").strip()
+    if required and not text:
+        raise InvalidOperation("a reason is required for this action")
+    return text
+
+
+def _keys() -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+# ----- cancel ----------------------------------------------------------------------------
+
+
+def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
+    """Cancel a task: 'cancelled' if it was waiting, 'requested' if it is running.
+
+    A running task ends CANCELLED only once its handler stops by raising TaskCancelled (async
+    handlers are interrupted for it); a handler that returns normally keeps its normal outcome.
+    Raises TaskNotFound, or TaskAlreadyFinished for a task in a final state.
+    """
+    reason = _reason(reason)
+    with audited(actor, "cancel", task_id=task_id, reason=reason) as report:
+        outcome = _cancel(task_id, reason or "cancelled by an operator", report)
+        report.affected = 1
+        report.parameters["outcome"] = outcome
+        return outcome
+
+
+def _cancel(task_id: str, reason: str, report: Report) -> str:
+    if not ids.is_valid(task_id):
+        raise TaskNotFound(f"no task {task_id!r}")
+    client: Any = get_client()  # decode_responses: replies are str
+    keys = _keys()
+    for _ in range(CANCEL_ATTEMPTS):
+        queue, idem = client.hmget(keys.task(task_id), "queue", "idem")
+        if not queue:
+            raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
+        report.queue = queue
+        key_list, argv = layout.build(keys, [queue], [layout.TaskRef(task_id, queue, idem or "")])
+        reply = Scripts.of(client).cancel(keys=key_list, args=[*argv, reason])
+        if reply[0] == "finished":
+            raise TaskAlreadyFinished(task_id, reply[1])
+        if reply[0] == "missing":
+            raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
+        if reply[0] != "moved":
+            return str(reply[0])
+    raise DtqError(f"task {task_id} keeps moving between queues; try again")
+
+
+# ----- pause / resume --------------------------------------------------------------------
+
+
+def pause_queue(queue: str, *, actor: Actor, reason: str = "") -> bool:
+    """Stop workers reading a queue (submissions are still accepted); False if already paused."""
+    return _set_paused(queue, True, actor, reason)
+
+
+def resume_queue(queue: str, *, actor: Actor, reason: str = "") -> bool:
+    """Let workers read a paused queue again; False if it was not paused."""
+    return _set_paused(queue, False, actor, reason)
+
+
+def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
+    reason = _reason(reason)
+    action = "pause" if paused else "resume"
+    with audited(actor, action, queue=queue, reason=reason) as report:
+        _queue(queue)
+        key_list, argv = layout.build(_keys(), [queue])
+        changed = Scripts.of(get_client()).pause(
+            keys=key_list, args=[*argv, "1" if paused else "0", reason]
+        )
+        report.affected = int(changed)
+        if not changed:
+            report.detail = f"queue was already {'paused' if paused else 'running'}"
+        return bool(changed)
+
+
+# ----- DLQ -------------------------------------------------------------------------------
+
+
+def _entry(task_id: str, queue: str | None) -> DlqEntry:
+    if queue is not None:
+        _queue(queue)
+    entry = records.find_dlq_entry(task_id, queue) if ids.is_valid(task_id) else None
+    if entry is None:
+        raise NotInDeadLetterQueue(task_id)
+    return entry
+
+
+def replay(
+    task_id: str,
+    *,
+    actor: Actor,
+    to_queue: str | None = None,
+    queue: str | None = None,
+    reason: str = "",
+) -> str:
+    """Put one dead-lettered task back on its queue (or on to_queue), attempts from 1.
+
+    Works after the task record expired (a fresh record with the same id is built from the
+    DLQ entry: 'recreated'; else 'replayed'). `queue` narrows the search for such an entry.
+    """
+    reason = _reason(reason)
+    params = {"to_queue": to_queue} if to_queue else {}
+    with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
+        if to_queue is not None:
+            _queue(to_queue)
+        entry = _entry(task_id, queue)
+        report.queue = entry["queue"]
+        status = replay_entries(entry["queue"], [entry], to_queue)[0]
+        if status not in REPLAY_OK:
+            raise NotInDeadLetterQueue(task_id, _why(status))
+        report.affected = 1
+        report.parameters["outcome"] = status
+        return status
+
+
+def _why(status: str) -> str:
+    if status == "gone":
+        return " any more (replayed or discarded meanwhile)"
+    return " (its record changed since it was dead-lettered)"
+
+
+def replay_many(
+    queue: str,
+    *,
+    actor: Actor,
+    flt: DlqFilter | None = None,
+    to_queue: str | None = None,
+    reason: str = "",
+    progress: DlqProgress | None = None,
+) -> BulkResult:
+    """Replay every entry of a queue's DLQ that matches flt, in batches."""
+    flt = flt or DlqFilter()
+    params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True}
+    with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
+        _queue(queue)
+        if to_queue is not None:
+            _queue(to_queue)
+        result = bulk(
+            queue, flt, lambda es: replay_entries(queue, es, to_queue), REPLAY_OK, progress
+        )
+        rep.affected = result.done
+        rep.parameters["statuses"] = result.statuses
+        return result
+
+
+def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str = "") -> None:
+    """Remove one task's entry from its DLQ for good (its record stays until retention)."""
+    reason = _reason(reason)
+    with audited(actor, "discard", task_id=task_id, reason=reason) as report:
+        entry = _entry(task_id, queue)
+        report.queue = entry["queue"]
+        status = discard_entries(entry["queue"], [entry], reason)[0]
+        if status != "discarded":
+            raise NotInDeadLetterQueue(task_id, _why(status))
+        report.affected = 1
+
+
+def discard_many(
+    queue: str,
+    *,
+    actor: Actor,
+    flt: DlqFilter | None = None,
+    reason: str = "",
+    progress: DlqProgress | None = None,
+) -> BulkResult:
+    """Discard every entry of a queue's DLQ that matches flt, in batches."""
+    flt = flt or DlqFilter()
+    reason = _reason(reason)
+    params = {"filter": flt.as_dict(), "bulk": True}
+    with audited(actor, "discard", queue=queue, reason=reason, parameters=params) as report:
+        _queue(queue)
+        result = _discard_all(queue, flt, reason, progress)
+        report.affected = result.done
+        return result
+
+
+def purge_dlq(
+    queue: str, *, actor: Actor, reason: str, progress: DlqProgress | None = None
+) -> BulkResult:
+    """Discard every entry of a queue's DLQ that exists when the purge starts."""
+    reason = _reason(reason, required=True)
+    with audited(actor, "dlq_purge", queue=queue, reason=reason) as report:
+        _queue(queue)
+        result = _discard_all(queue, DlqFilter(), reason, progress)
+        report.affected = result.done
+        return result
+
+
+def _discard_all(
+    queue: str, flt: DlqFilter, reason: str, progress: DlqProgress | None
+) -> BulkResult:
+    return bulk(queue, flt, lambda es: discard_entries(queue, es, reason), ("discarded",), progress)
+
+
+# ----- queue purge -----------------------------------------------------------------------
+
+
+def preview_purge(queue: str) -> PurgePreview:
+    """Count what purge_queue would cancel now, and the running tasks it leaves alone."""
+    return preview(_queue(queue))
+
+
+def purge_queue(
+    queue: str, *, actor: Actor, reason: str, progress: PurgeProgress | None = None
+) -> PurgeResult:
+    """Cancel every waiting task of a queue (reason 'purged'), in batches; never running ones.
+
+    Queued entries and schedule members go, idempotency keys are released, and each task is
+    left CANCELLED. Tasks submitted after the purge started are kept.
+    """
+    reason = _reason(reason, required=True)
+    with audited(actor, "purge", queue=queue, reason=reason) as report:
+        _queue(queue)
+        result = Purge(queue, reason, progress).run()
+        report.affected = result.purged
+        report.parameters.update(
+            queued=result.queued,
+            scheduled=result.scheduled,
+            released_keys=result.released_keys,
+            entries_removed=result.entries_removed,
+            running_left=result.running,
+        )
+        return result

@@ -1,0 +1,151 @@
+"""Queue purge behind ops.py: count first, then cancel waiting tasks in bounded batches."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import ids, layout
+from dtq.engine.connection import get_client
+from dtq.engine.keys import BANDS, Keys
+from dtq.engine.scripts import Scripts
+from dtq.engine.state import TaskState
+
+BATCH = 200  # tasks per script call: one call never blocks Redis for long
+WAITING = (TaskState.PENDING, TaskState.RETRYING, TaskState.QUEUED)
+
+
+@dataclass(frozen=True, slots=True)
+class PurgePreview:
+    """What a purge of a queue would take now (a dry run), and what it leaves alone."""
+
+    queued: int
+    scheduled: int  # PENDING and RETRYING: members of the schedule
+    running: int  # never purged: cancel them one by one
+
+    @property
+    def total(self) -> int:
+        return self.queued + self.scheduled
+
+
+@dataclass(slots=True)
+class PurgeResult:
+    """Counts of a purge so far; `running` is what it left alone."""
+
+    queued: int = 0
+    scheduled: int = 0
+    released_keys: int = 0
+    entries_removed: int = 0  # stale entries that were no task's current delivery
+    skipped: int = 0
+    running: int = 0
+    batches: int = 0
+
+    @property
+    def purged(self) -> int:
+        return self.queued + self.scheduled
+
+    def add(self, reply: list[int]) -> None:
+        """Count one batch's reply {queued, scheduled, released, removed, skipped}."""
+        self.queued += int(reply[0])
+        self.scheduled += int(reply[1])
+        self.released_keys += int(reply[2])
+        self.entries_removed += int(reply[3])
+        self.skipped += int(reply[4])
+        self.batches += 1
+
+
+Progress = Callable[[PurgeResult], None]
+
+
+def _keys() -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+def preview(queue: str) -> PurgePreview:
+    """Count the tasks a purge of queue would cancel now, and the running ones it would not."""
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    for state in (*WAITING, TaskState.RUNNING):
+        pipe.zcard(keys.index(queue, state))
+    pending, retrying, queued, running = pipe.execute()
+    return PurgePreview(int(queued), int(pending) + int(retrying), int(running))
+
+
+class Purge:
+    """One purge of one queue: state indexes first, then a sweep of the streams."""
+
+    def __init__(self, queue: str, reason: str, progress: Progress | None = None) -> None:
+        self.queue = queue
+        self.reason = reason
+        self.progress = progress
+        self.keys = _keys()
+        self.client: Any = get_client()  # decode_responses: replies are str
+        self.scripts = Scripts.of(self.client)
+        # Tasks created after this instant are not purged (ids carry their creation time).
+        self.cutoff_ms = int(time.time() * 1000)
+        self.result = PurgeResult()
+
+    def run(self) -> PurgeResult:
+        """Purge every waiting task created before the purge started; return the counts."""
+        for state in WAITING:  # scheduled first: a task promoted meanwhile is still caught
+            self._purge_index(state)
+        for band in BANDS:
+            self._sweep_stream(band)
+        self.result.running = preview(self.queue).running
+        return self.result
+
+    def _old(self, task_id: str) -> bool:
+        return not ids.is_valid(task_id) or ids.created_ms(task_id) <= self.cutoff_ms
+
+    def _purge_index(self, state: TaskState) -> None:
+        index = self.keys.index(self.queue, state)
+        now_ms = int(time.time() * 1000) + 1000  # index scores come from the server's clock
+        offset = 0  # members created after the cutoff stay in the index: page past them
+        seen: set[str] = set()
+        while True:
+            members = self.client.zrangebyscore(index, "-inf", now_ms, start=offset, num=BATCH)
+            chosen = [m for m in members if self._old(m)]
+            if not members or (chosen and seen.issuperset(chosen)):
+                return  # done (the second test only guards against a script that stalls)
+            seen.update(chosen)
+            offset += len(members) - len(chosen)
+            if chosen:
+                self._call([(state.value, m, "", "") for m in chosen])
+
+    def _sweep_stream(self, band: int) -> None:
+        stream = self.keys.stream(self.queue, band)
+        top = self.client.xrevrange(stream, "+", "-", count=1)
+        if not top:
+            return
+        low, upto = "-", top[0][0]
+        while True:
+            rows = self.client.xrange(stream, low, upto, count=BATCH)
+            if not rows:
+                return
+            low = f"({rows[-1][0]}"
+            items = [("entry", f.get("t") or "", str(band), eid) for eid, f in rows]
+            chosen = [item for item in items if self._old(item[1])]
+            if chosen:
+                self._call(chosen)
+
+    def _call(self, items: list[tuple[str, str, str, str]]) -> None:
+        pipe = self.client.pipeline(transaction=False)
+        for _, task_id, _, _ in items:
+            pipe.hget(self.keys.task(_safe(task_id)), "idem")
+        refs = [
+            layout.TaskRef(_safe(task_id), self.queue, idem or "")
+            for (_, task_id, _, _), idem in zip(items, pipe.execute(), strict=True)
+        ]
+        keys, argv = layout.build(self.keys, [self.queue], refs)
+        args = [self.reason, *(v for item in items for v in item)]
+        self.result.add(self.scripts.purge(keys=keys, args=[*argv, *args]))
+        if self.progress is not None:
+            self.progress(self.result)
+
+
+def _safe(task_id: str) -> str:
+    # An entry without a valid task id still needs a task block; the script finds no record.
+    return task_id if ids.is_valid(task_id) else "0" * 22

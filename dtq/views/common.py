@@ -1,0 +1,123 @@
+"""What every dtq admin page shares: permissions, the admin context, URL names, form values."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from datetime import UTC, datetime
+from functools import wraps
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.core.exceptions import PermissionDenied
+from django.http import HttpRequest, HttpResponse
+from django.urls import reverse
+
+from dtq.engine import events, records
+from dtq.engine.audit import Actor
+from dtq.engine.keys import QUEUE_NAME
+from dtq.models import (
+    PERM_CANCEL,
+    PERM_DISCARD,
+    PERM_PAUSE,
+    PERM_PURGE,
+    PERM_REPLAY,
+    PERM_VIEW,
+    TaskQueue,
+)
+
+PERMS = {
+    "view": PERM_VIEW,
+    "cancel": PERM_CANCEL,
+    "replay": PERM_REPLAY,
+    "discard": PERM_DISCARD,
+    "purge": PERM_PURGE,
+    "pause": PERM_PAUSE,
+}
+URL_PREFIX = "dtq_taskqueue"
+WS_PATH = "ws/dtq/events/"  # dtq.routing mounts the event socket here, at the site root
+MAX_REASON = 500
+
+View = Callable[..., HttpResponse]
+
+
+def url_name(name: str) -> str:
+    """Return the admin URL name of one of dtq's pages (e.g. 'tasks')."""
+    return f"{URL_PREFIX}_{name}"
+
+
+def admin_url(name: str, *args: Any) -> str:
+    """Reverse one of dtq's admin pages."""
+    return reverse(f"admin:{url_name(name)}", args=args)
+
+
+def can(request: HttpRequest) -> dict[str, bool]:
+    """Return which dtq actions the user may take, by short name."""
+    user = request.user
+    return {short: user.has_perm(perm) for short, perm in PERMS.items()}
+
+
+def require(action: str) -> Callable[[View], View]:
+    """Refuse the view (403) unless the user holds the permission of `action`."""
+    perm = PERMS[action]
+
+    def decorate(view: View) -> View:
+        @wraps(view)
+        def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
+            if not request.user.has_perm(perm):
+                raise PermissionDenied(f"needs the {perm} permission")
+            return view(request, *args, **kwargs)
+
+        return checked
+
+    return decorate
+
+
+def page_context(request: HttpRequest, site: AdminSite, title: str, **extra: Any) -> dict[str, Any]:
+    """Return the admin's context for a dtq page, with permissions and the live-feed start."""
+    return {
+        **site.each_context(request),
+        "title": title,
+        "opts": TaskQueue._meta,
+        "can": can(request),
+        "last_event_id": events.latest_id(),
+        "ws_path": "/" + WS_PATH,
+        **extra,
+    }
+
+
+def actor(request: HttpRequest) -> Actor:
+    """Return the audited actor behind an admin request."""
+    return Actor.for_user(
+        request.user,
+        "admin",
+        request_id=request.headers.get("X-Request-ID", ""),
+        client_address=request.META.get("REMOTE_ADDR"),
+    )
+
+
+def queue_param(value: str | None) -> str | None:
+    """Return value when it is a valid queue name, else None."""
+    return value if value and QUEUE_NAME.match(value) else None
+
+
+def reason_param(request: HttpRequest) -> str:
+    """Return the stripped, bounded reason the operator typed."""
+    return (request.POST.get("reason") or "").strip()[:MAX_REASON]
+
+
+def moment(seconds: Any) -> datetime | None:
+    """Return an aware datetime for epoch seconds (None for anything else)."""
+    if isinstance(seconds, bool) or not isinstance(seconds, (int, float)) or seconds <= 0:
+        return None
+    return datetime.fromtimestamp(seconds, UTC)
+
+
+def dated(record: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of a task record with its time fields as datetimes, for templates."""
+    return record | {name: moment(record.get(name)) for name in records.MS_FIELDS}
+
+
+def dated_event(event: dict[str, Any]) -> dict[str, Any]:
+    """Return a copy of an event with `at`, a datetime from its millisecond `ts`."""
+    ts = event.get("ts")
+    return event | {"at": moment(ts / 1000 if isinstance(ts, (int, float)) else None)}

@@ -1,0 +1,68 @@
+"""The dashboard: queues, throughput over the last hour, workers, scheduler and reaper."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from django.contrib.admin import AdminSite
+from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
+
+from dtq.engine import events, records
+from dtq.views import charts
+from dtq.views.common import can, dated_event, page_context, require
+
+CHART_MINUTES = 60
+RECENT_EVENTS = 20
+
+
+def role_health(role: str) -> dict[str, Any]:
+    """Return how many processes of a role are alive and the freshest heartbeat age."""
+    procs = records.processes(role)
+    alive = [p for p in procs if p["alive"]]
+    ages = [p["heartbeat_age"] for p in procs]
+    return {
+        "role": role,
+        "alive": len(alive),
+        "seen": len(procs),
+        "heartbeat_age": min(ages) if ages else None,
+        "ok": bool(alive),
+    }
+
+
+def live_context() -> dict[str, Any]:
+    """Return what the refreshable part of the dashboard shows (a handful of round trips)."""
+    rows = records.throughput(minutes=CHART_MINUTES)
+    queues = records.overview()
+    return {
+        "queues": queues,
+        "totals": {
+            key: sum(q[key] for q in queues) for key in ("queued", "running", "scheduled", "dlq")
+        },
+        "chart": charts.throughput_svg(rows),
+        "summary": charts.summarize(rows),
+        "chart_minutes": CHART_MINUTES,
+        "workers": records.workers(),
+        "roles": [role_health(role) for role in records.ROLES],
+    }
+
+
+@require("view")
+def overview(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Render the dashboard."""
+    context = page_context(
+        request,
+        site,
+        "Task queue overview",
+        tab="overview",
+        recent=[dated_event(e) for e in reversed(events.recent(count=RECENT_EVENTS))],
+        **live_context(),
+    )
+    return TemplateResponse(request, "dtq/overview.html", context)
+
+
+@require("view")
+def overview_live(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Render only the refreshable part of the dashboard (fetched by dtq/live.js)."""
+    context = {"can": can(request), **live_context()}
+    return TemplateResponse(request, "dtq/_overview_live.html", context)

@@ -1,0 +1,78 @@
+"""Queue actions: pause and resume (POST), purge through a confirmation page with a reason."""
+
+from __future__ import annotations
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.views.decorators.http import require_POST
+
+from dtq.engine import ops
+from dtq.engine.errors import DtqError
+from dtq.views.common import actor, admin_url, page_context, queue_param, reason_param, require
+
+
+def _queue(name: str) -> str:
+    queue = queue_param(name)
+    if queue is None:
+        raise Http404("invalid queue name")
+    return queue
+
+
+def _set_paused(request: HttpRequest, queue: str, paused: bool) -> HttpResponse:
+    action = ops.pause_queue if paused else ops.resume_queue
+    try:
+        changed = action(queue, actor=actor(request), reason=reason_param(request))
+    except DtqError as exc:
+        messages.error(request, str(exc))
+    else:
+        word = "paused" if paused else "resumed"
+        messages.success(request, f"Queue {queue} {word}." if changed else f"Already {word}.")
+    return HttpResponseRedirect(admin_url("changelist"))
+
+
+@require_POST
+@require("pause")
+def queue_pause(request: HttpRequest, site: AdminSite, queue: str) -> HttpResponse:
+    """Stop workers reading a queue."""
+    return _set_paused(request, _queue(queue), True)
+
+
+@require_POST
+@require("pause")
+def queue_resume(request: HttpRequest, site: AdminSite, queue: str) -> HttpResponse:
+    """Let workers read a paused queue again."""
+    return _set_paused(request, _queue(queue), False)
+
+
+@require("purge")
+def queue_purge(request: HttpRequest, site: AdminSite, queue: str) -> HttpResponse:
+    """Show what a purge would cancel (GET); purge with a required reason (POST)."""
+    queue = _queue(queue)
+    error = ""
+    if request.method == "POST":
+        reason = reason_param(request)
+        if reason:
+            try:
+                result = ops.purge_queue(queue, actor=actor(request), reason=reason)
+            except DtqError as exc:
+                messages.error(request, f"Purge failed: {exc}")
+            else:
+                messages.success(
+                    request,
+                    f"Purged {queue}: {result.queued} queued and {result.scheduled} scheduled "
+                    f"tasks cancelled; {result.running} running tasks left alone.",
+                )
+            return HttpResponseRedirect(admin_url("changelist"))
+        error = "A reason is required."
+    context = page_context(
+        request,
+        site,
+        f"Purge queue {queue}?",
+        tab="overview",
+        queue=queue,
+        preview=ops.preview_purge(queue),
+        error=error,
+    )
+    return TemplateResponse(request, "dtq/purge_confirm.html", context)

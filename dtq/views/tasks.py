@@ -1,0 +1,172 @@
+"""The task browser (filter, search, cursor pages), the task page and its cancel button."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+from django.utils.http import urlencode
+from django.views.decorators.http import require_POST
+
+from dtq.conf import dtq_settings
+from dtq.engine import ids, ops, records, registry
+from dtq.engine.errors import DtqError
+from dtq.engine.state import TERMINAL_STATES, TaskState
+from dtq.views import timeline
+from dtq.views.common import (
+    actor,
+    admin_url,
+    can,
+    dated,
+    moment,
+    page_context,
+    queue_param,
+    reason_param,
+    require,
+)
+
+PAGE = 50
+NAME_SCAN_PAGE = 200
+NAME_SCAN_LIMIT = 2000  # records read per page view at most when filtering by task name
+CANCEL_MESSAGES = {
+    "cancelled": "Task cancelled.",
+    "requested": "Cancel requested: the running task stops when its handler checks the flag.",
+}
+
+
+def _filters(request: HttpRequest, queues: list[str]) -> dict[str, Any]:
+    state = request.GET.get("state") or None
+    queue = queue_param(request.GET.get("queue"))
+    if queue is None:
+        queue = queues[0] if queues else str(dtq_settings.DEFAULT_QUEUE)
+    return {
+        "queue": queue,
+        "state": state if state in TaskState.__members__ else None,
+        "task": (request.GET.get("task") or "").strip() or None,
+        "cursor": request.GET.get("cursor") or None,
+    }
+
+
+def _page(queue: str, state: str | None, name: str | None, cursor: str | None) -> dict[str, Any]:
+    """Return one page of tasks; a name filter reads a bounded number of records."""
+    if name is None:
+        page = records.list_tasks(queue, state, limit=PAGE, cursor=cursor)
+        tasks = [dated(t) for t in page["tasks"]]
+        return {"tasks": tasks, "next_cursor": page["next_cursor"], "scanned": None}
+    found: list[dict[str, Any]] = []
+    scanned = 0
+    while scanned < NAME_SCAN_LIMIT:
+        page = records.list_tasks(queue, state, limit=NAME_SCAN_PAGE, cursor=cursor)
+        scanned += NAME_SCAN_PAGE
+        found += [t for t in page["tasks"] if t.get("name") == name]
+        cursor = page["next_cursor"]
+        if cursor is None or len(found) >= PAGE:
+            break
+    return {"tasks": [dated(t) for t in found], "next_cursor": cursor, "scanned": scanned}
+
+
+def _search(request: HttpRequest, query: str) -> HttpResponse:
+    if ids.is_valid(query) and records.get_task(query) is not None:
+        return HttpResponseRedirect(admin_url("task", query))
+    messages.warning(request, f"No task with id {query!r} (never created, or past retention).")
+    return HttpResponseRedirect(admin_url("tasks"))
+
+
+@require("view")
+def task_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Render one page of a queue's tasks, newest first, with filters and an id search."""
+    query = (request.GET.get("q") or "").strip()
+    if query:
+        return _search(request, query)
+    queues = records.queue_names()
+    filters = _filters(request, queues)
+    try:
+        page = _page(filters["queue"], filters["state"], filters["task"], filters["cursor"])
+    except ValueError:  # a hand-edited cursor
+        raise Http404("invalid cursor") from None
+    keep = {k: v for k, v in filters.items() if v and k != "cursor"}
+    next_url = None
+    if page["next_cursor"]:
+        next_url = "?" + urlencode({**keep, "cursor": page["next_cursor"]})
+    context = page_context(
+        request,
+        site,
+        "Tasks",
+        tab="tasks",
+        queues=queues,
+        states=[s.value for s in TaskState],
+        task_names=registry.names(),
+        filters=filters,
+        first_url="?" + urlencode(keep),
+        next_url=next_url,
+        **page,
+    )
+    return TemplateResponse(request, "dtq/tasks.html", context)
+
+
+def _task_or_404(task_id: str) -> dict[str, Any]:
+    record = records.get_task(task_id)
+    if record is None:
+        raise Http404("no such task (never created, or past retention)")
+    return record
+
+
+def pretty(value: Any) -> str:
+    """Return value as indented JSON, as it is stored (not as Python would print it)."""
+    return json.dumps(value, indent=2, ensure_ascii=False, sort_keys=True)
+
+
+def task_context(record: dict[str, Any]) -> dict[str, Any]:
+    """Return what the task page and its live part show about one record."""
+    payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+    history = [h for h in record.get("history") or [] if isinstance(h, dict)]
+    return {
+        "task": dated(record),
+        "args": pretty(payload.get("args", [])),
+        "kwargs": pretty(payload.get("kwargs", {})),
+        "result": pretty(record.get("result")),
+        "history": [
+            h
+            | {
+                "started": moment(h.get("started_at") or h.get("at")),
+                "ended": moment(h.get("ended_at")),
+            }
+            for h in history
+        ],
+        "timeline": timeline.of(record),
+        "finished": record.get("state") in TERMINAL_STATES,
+    }
+
+
+@require("view")
+def task_detail(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
+    """Render one task: arguments, result, attempts with tracebacks, timeline, cancel."""
+    record = _task_or_404(task_id)
+    context = page_context(request, site, f"Task {task_id}", tab="tasks", **task_context(record))
+    return TemplateResponse(request, "dtq/task.html", context)
+
+
+@require("view")
+def task_live(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
+    """Render only the refreshable part of the task page (fetched by dtq/live.js)."""
+    record = _task_or_404(task_id)
+    context = {"can": can(request), **task_context(record)}
+    return TemplateResponse(request, "dtq/_task_live.html", context)
+
+
+@require_POST
+@require("cancel")
+def task_cancel(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
+    """Cancel a task (a running one is asked to stop) and go back to its page."""
+    reason = reason_param(request) or "cancelled from the admin"
+    try:
+        outcome = ops.cancel(task_id, actor=actor(request), reason=reason)
+    except DtqError as exc:
+        messages.error(request, f"Not cancelled: {exc}")
+    else:
+        messages.success(request, CANCEL_MESSAGES.get(outcome, outcome))
+    return HttpResponseRedirect(admin_url("task", task_id))

@@ -1,0 +1,1 @@
+"""Fault-injection suite: real processes, a seeded fault schedule, an offline checker."""

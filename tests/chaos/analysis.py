@@ -1,0 +1,194 @@
+"""Derived facts the invariants and the figures share: task metadata, re-executions and
+their causes, recovery times, and the workers' return after each Redis restart."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from itertools import pairwise
+from typing import Any
+
+from tests.chaos.model import Execution, ProcessFault, RunData
+
+RETRY_OUTCOMES = ("retry", "error")  # the handler asked for (or allowed) another attempt
+CLASS_OF_NAME = {
+    "chaos.ordinary": "ordinary",
+    "chaos.async": "async",
+    "chaos.flaky": "flaky",
+    "chaos.poison": "poison",
+    "chaos.crasher": "crasher",
+    "chaos.sleep": "slow",
+    "chaos.async_sleep": "long",
+}
+SLACK = 0.05  # seconds: a process death is noticed by polling, up to this late
+
+
+def tasks(d: RunData) -> dict[str, dict[str, Any]]:
+    """Return every task of the run: accepted ones, plus records no submit acknowledged."""
+    out = {tid: dict(row) for tid, row in d.accepted.items()}
+    for tid, rec in d.records.items():
+        if tid not in out:
+            out[tid] = {
+                "id": tid,
+                "cls": CLASS_OF_NAME.get(rec["name"], "?"),
+                "max_attempts": int(rec["max_attempts"]),
+                "unacknowledged": True,
+            }
+    return out
+
+
+def finished_at(rec: dict[str, Any] | None) -> float | None:
+    """Return when a record reached its terminal state, in epoch seconds."""
+    if not rec or not rec.get("finished_at"):
+        return None
+    return int(rec["finished_at"]) / 1000
+
+
+@dataclass(slots=True)
+class ReExecution:
+    """A handler execution that followed one which had not asked for a retry."""
+
+    task: str
+    prev: Execution
+    next: Execution
+    cause: ProcessFault | None
+
+
+def cause_of(d: RunData, prev: Execution, nxt: Execution) -> ProcessFault | None:
+    """Return the kill, pause or death of prev's process between prev and nxt, if any."""
+    for fault in d.process_faults:
+        if fault.pid == prev.pid and prev.start - SLACK <= fault.t <= nxt.start:
+            return fault
+    return None
+
+
+def reexecutions(d: RunData) -> list[ReExecution]:
+    """Return every execution that was not the planned next attempt after a retry."""
+    out = []
+    for task_id, runs in d.executions.items():
+        for prev, nxt in pairwise(runs):
+            if prev.outcome in RETRY_OUTCOMES and nxt.attempt > prev.attempt:
+                continue
+            out.append(ReExecution(task_id, prev, nxt, cause_of(d, prev, nxt)))
+    return out
+
+
+def _seconds(value: float | None) -> float:
+    """Return a history timestamp in seconds (older records wrote milliseconds)."""
+    value = float(value or 0)
+    return value / 1000 if value > 1e11 else value
+
+
+def worker_pid(worker_id: str) -> int | None:
+    """Return the pid inside a worker id (host.pid.random; the host may contain dots)."""
+    parts = worker_id.rsplit(".", 2)
+    return int(parts[1]) if len(parts) == 3 and parts[1].isdigit() else None
+
+
+@dataclass(slots=True)
+class LostAttempt:
+    """An attempt the reaper took back from its worker (history outcome 'lost')."""
+
+    task: str
+    attempt: int
+    pid: int | None
+    claimed: float
+    reclaimed: float
+    executed: bool  # the witness saw this attempt's handler start
+    cause: ProcessFault | None
+
+
+def lost_attempts(d: RunData) -> list[LostAttempt]:
+    """Return every reclaimed attempt with the fault of its worker that explains it, if any."""
+    out = []
+    for tid, rec in d.records.items():
+        ran = {ex.attempt for ex in d.executions.get(tid, [])}
+        for h in rec.get("history") or []:
+            if h.get("outcome") != "lost":
+                continue
+            pid = worker_pid(str(h.get("worker") or ""))
+            start, end = _seconds(h.get("started_at")), _seconds(h.get("ended_at"))
+            cause = next(
+                (f for f in d.process_faults if f.pid == pid and start - SLACK <= f.t <= end),
+                None,
+            )
+            out.append(LostAttempt(tid, h["attempt"], pid, start, end, h["attempt"] in ran, cause))
+    return out
+
+
+def in_flight(d: RunData, fault: ProcessFault) -> list[Execution]:
+    """Return the executions the faulted process was running when the fault hit."""
+    return [
+        ex
+        for runs in d.executions.values()
+        for ex in runs
+        if ex.pid == fault.pid
+        and ex.start <= fault.t + SLACK
+        and (ex.end is None or ex.end >= fault.t)
+    ]
+
+
+@dataclass(slots=True)
+class Recovery:
+    """How long one execution caught by a fault took to run again (or to be settled)."""
+
+    task: str
+    fault: str
+    seconds: float
+    rerun: bool  # False: the task was settled without another execution (DLQ, cancel)
+
+
+def recoveries(d: RunData) -> list[Recovery]:
+    """Return the recovery of every execution in flight at a worker kill, pause or crash."""
+    out = []
+    for fault in d.process_faults:
+        if fault.role != "worker" or fault.kind not in ("kill", "pause", "crash"):
+            continue
+        for ex in in_flight(d, fault):
+            later = [e for e in d.executions[ex.id] if e.start > fault.t and e is not ex]
+            if later:
+                out.append(Recovery(ex.id, fault.kind, later[0].start - fault.t, True))
+            elif (done := finished_at(d.records.get(ex.id))) is not None and done > fault.t:
+                out.append(Recovery(ex.id, fault.kind, done - fault.t, False))
+    return out
+
+
+@dataclass(slots=True)
+class Resumption:
+    """Whether a worker that lived through a Redis restart ran tasks again, and how soon."""
+
+    pid: int
+    outage: int
+    seconds: float | None  # None: no execution after the restart
+    interrupted: bool  # killed or paused before it ran anything: its silence proves nothing
+
+
+def _interruption(d: RunData, pid: int, since: float) -> float | None:
+    """Return when a process was next killed, paused or ended after `since`, if it was."""
+    times = [f.t for f in d.process_faults if f.pid == pid and f.t > since]
+    exit_row = d.exits.get(pid)
+    if exit_row is not None and not exit_row.get("final"):
+        times.append(exit_row["t"])
+    return min(times, default=None)
+
+
+def resumptions(d: RunData) -> list[Resumption]:
+    """Return, per Redis restart, each worker process alive across it and its next execution."""
+    starts: dict[int, list[float]] = {}
+    for runs in d.executions.values():
+        for ex in runs:
+            starts.setdefault(ex.pid, []).append(ex.start)
+    out = []
+    for n, outage in enumerate(d.outages):
+        if outage.up is None:
+            continue
+        for pid, spawn in d.spawns.items():
+            exit_row = d.exits.get(pid)
+            if spawn["role"] != "worker" or spawn["t"] > outage.down:
+                continue
+            if exit_row is not None and exit_row["t"] <= outage.up:
+                continue
+            cut = _interruption(d, pid, outage.down)
+            after = [t for t in starts.get(pid, []) if outage.up < t <= (cut or float("inf"))]
+            seconds = min(after) - outage.up if after else None
+            out.append(Resumption(pid, n, seconds, cut is not None and not after))
+    return out

@@ -1,0 +1,338 @@
+"""The offline checker: invariants over the evidence of a run (files only, no Redis).
+
+Each check returns a Check; a run passes when every check holds. `python -m tests.chaos.check
+RUN_DIR` re-checks a finished run.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections import Counter, defaultdict
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from tests.chaos import analysis
+from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
+
+MAX_EXAMPLES = 8
+REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
+SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem"}
+
+
+@dataclass(slots=True)
+class Check:
+    """One invariant: whether it held, a one-line summary, and a few counter-examples."""
+
+    name: str
+    ok: bool
+    summary: str
+    examples: list[str] = field(default_factory=list)
+
+
+def _check(name: str, bad: list[str], summary: str) -> Check:
+    return Check(name, not bad, summary, bad[:MAX_EXAMPLES])
+
+
+def drained(d: RunData) -> Check:
+    """The drain finished within its time limit and the Redis snapshot was taken."""
+    ok = "drained" in d.phases and bool(d.snapshot)
+    return Check("drain completes", ok, "drained" if ok else "drain timed out or no snapshot")
+
+
+def _redis_window(d: RunData, acked: float) -> bool:
+    if d.snapshot.get("appendfsync") == "always":
+        return False  # fsync before every reply: nothing acknowledged may be lost
+    return any(
+        o.signal == "SIGKILL" and o.down - REDIS_LOSS_WINDOW <= acked <= o.down for o in d.outages
+    )
+
+
+def lost(d: RunData) -> Check:
+    """Every accepted task exists at the end, in a terminal state."""
+    bad, by_redis = [], []
+    for tid, row in d.accepted.items():
+        rec = d.records.get(tid)
+        if rec is None or rec["state"] not in TERMINAL:
+            where = by_redis if _redis_window(d, row["t"]) else bad
+            where.append(f"{tid} ({row['cls']}): {rec['state'] if rec else 'no record'}")
+    unacked = [t for t, m in analysis.tasks(d).items() if m.get("unacknowledged")]
+    summary = (
+        f"lost={len(bad)} of {len(d.accepted)} accepted; lost inside the AOF everysec window "
+        f"of a Redis SIGKILL (reported, not excused silently)={len(by_redis)}; "
+        f"kept although their submit was not acknowledged={len(unacked)}"
+    )
+    return _check("lost = 0", bad, summary)
+
+
+def one_terminal_state(d: RunData) -> Check:
+    """Each task ends in one terminal state: one terminal event, one state index."""
+    terminal_events: Counter[str] = Counter(
+        e[1] for e in d.snapshot.get("events", []) if e[0] in TERMINAL_EVENTS
+    )
+    member: dict[str, list[str]] = defaultdict(list)
+    for state, ids in d.snapshot.get("indexes", {}).items():
+        for tid in ids:
+            member[tid].append(state)
+    bad = []
+    for tid, rec in d.records.items():
+        if (
+            rec["state"] not in TERMINAL
+            or terminal_events[tid] != 1
+            or member[tid] != [rec["state"]]
+        ):
+            bad.append(
+                f"{tid}: state={rec['state']} terminal events={terminal_events[tid]} "
+                f"indexes={member[tid]}"
+            )
+    return _check("exactly one terminal state", bad, f"{len(d.records)} task records checked")
+
+
+def no_run_after_completion(d: RunData) -> Check:
+    """No execution starts after the task's completion was recorded."""
+    bad, zombies = [], 0
+    for tid, runs in d.executions.items():
+        done = analysis.finished_at(d.records.get(tid))
+        for ex in runs:
+            if done is not None and ex.start > done + 0.001:
+                bad.append(f"{tid} attempt {ex.attempt} started {ex.start - done:.3f}s after")
+            if done is not None and ex.end is not None and ex.end > done + 0.001:
+                zombies += 1
+    summary = (
+        f"late starts={len(bad)}; executions that finished after completion "
+        f"(paused workers, their outcome fenced out)={zombies}"
+    )
+    return _check("no execution after completion", bad, summary)
+
+
+def attempt_once(d: RunData) -> Check:
+    """No (task, attempt) pair is executed twice: every execution got its own claim."""
+    seen = Counter((ex.id, ex.attempt) for runs in d.executions.values() for ex in runs)
+    bad = [f"{tid} attempt {a} ran {n} times" for (tid, a), n in seen.items() if n > 1]
+    return _check("each attempt executed at most once", bad, f"{sum(seen.values())} executions")
+
+
+def duplicates_explained(d: RunData) -> Check:
+    """A task runs again without asking for a retry only after its process was killed/paused."""
+    redo = analysis.reexecutions(d)
+    bad = [
+        f"{r.task}: attempt {r.prev.attempt} on pid {r.prev.pid} ({r.prev.outcome}) then "
+        f"attempt {r.next.attempt} on pid {r.next.pid} at +{r.next.start - r.prev.start:.2f}s"
+        for r in redo
+        if r.cause is None
+    ]
+    causes = Counter(r.cause.kind for r in redo if r.cause)
+    summary = f"re-executions={len(redo)} explained by {dict(causes)}; unexplained={len(bad)}"
+    return _check("duplicates explained by a fault (unexplained = 0)", bad, summary)
+
+
+def reclaims_explained(d: RunData) -> Check:
+    """The reaper takes an attempt back only from a worker that was killed, paused or died."""
+    found = analysis.lost_attempts(d)
+    bad = [
+        f"{a.task} attempt {a.attempt} (pid {a.pid}, {'ran' if a.executed else 'never ran'}): "
+        f"claimed {a.claimed:.3f}, reclaimed after {a.reclaimed - a.claimed:.2f}s"
+        for a in found
+        if a.cause is None
+    ]
+    never_ran = sum(1 for a in found if not a.executed)
+    summary = (
+        f"reclaimed attempts={len(found)} (never started: {never_ran}); unexplained={len(bad)}"
+    )
+    return _check("every reclaimed attempt explained by a fault", bad, summary)
+
+
+def attempt_limit(d: RunData) -> Check:
+    """Attempts never exceed max_attempts, in the witness and in the record."""
+    meta, bad = analysis.tasks(d), []
+    for tid, m in meta.items():
+        limit = int(m["max_attempts"])
+        top = max((ex.attempt for ex in d.executions.get(tid, [])), default=0)
+        rec_attempt = int((d.records.get(tid) or {}).get("attempt") or 0)
+        if max(top, rec_attempt) > limit:
+            bad.append(f"{tid}: executed attempt {top}, record attempt {rec_attempt} > {limit}")
+    return _check("attempts <= max_attempts", bad, f"{len(meta)} tasks")
+
+
+def _cancelled_ids(d: RunData) -> set[str]:
+    accepted = ("cancelled", "requested")
+    return {c["id"] for c in d.cancels if c["reply"] and c["reply"][0] in accepted}
+
+
+def dlq_contents(d: RunData) -> Check:
+    """The DLQ holds exactly the poison tasks, the crashers and the exhausted tasks, once."""
+    meta, cancelled = analysis.tasks(d), _cancelled_ids(d)
+    entries = Counter(e["task"] for e in d.snapshot.get("dlq", []))
+    dead = {t for t, r in d.records.items() if r["state"] == "DEAD_LETTERED"}
+    bad = [f"{t}: {n} DLQ entries" for t, n in entries.items() if n > 1]
+    bad += [f"{t}: DEAD_LETTERED but not in the DLQ" for t in dead - set(entries)]
+    bad += [f"{t}: in the DLQ but {d.records.get(t, {}).get('state')}" for t in set(entries) - dead]
+    kinds: Counter[str] = Counter()
+    for tid in dead:
+        rec, cls = d.records[tid], meta.get(tid, {}).get("cls", "?")
+        exhausted = int(rec["attempt"]) >= int(rec["max_attempts"])
+        kinds[cls if cls in ("poison", "crasher") else "exhausted"] += 1
+        if not exhausted:
+            bad.append(f"{tid} ({cls}): dead-lettered at attempt {rec['attempt']}")
+    for tid, m in meta.items():
+        if m.get("cls") in ("poison", "crasher") and tid not in dead | cancelled:
+            bad.append(f"{tid} ({m['cls']}): {d.records.get(tid, {}).get('state')}, not in DLQ")
+    return _check("DLQ = poison + crashers + exhausted", bad, f"DLQ by kind: {dict(kinds)}")
+
+
+def final_states(d: RunData) -> Check:
+    """Each class ends where it should (a cancelled task may end CANCELLED instead)."""
+    meta, cancelled, bad = analysis.tasks(d), _cancelled_ids(d), []
+    for tid, m in meta.items():
+        rec = d.records.get(tid)
+        if rec is None:
+            continue  # reported by 'lost = 0'
+        allowed = {"SUCCEEDED"} if m["cls"] in SUCCESSFUL else {"DEAD_LETTERED"}
+        allowed |= {"DEAD_LETTERED"} if int(rec["attempt"]) >= int(rec["max_attempts"]) else set()
+        allowed |= {"CANCELLED"} if tid in cancelled else set()
+        if rec["state"] not in allowed:
+            bad.append(f"{tid} ({m['cls']}): {rec['state']} at attempt {rec['attempt']}")
+    return _check("final state matches the task class", bad, f"{len(meta)} tasks")
+
+
+def cancels_honoured(d: RunData) -> Check:
+    """A task cancelled while waiting ends CANCELLED and never starts afterwards."""
+    bad = []
+    for c in d.cancels:
+        if not c["reply"] or c["reply"][0] != "cancelled":
+            continue
+        rec = d.records.get(c["id"]) or {}
+        if rec.get("state") != "CANCELLED":
+            bad.append(f"{c['id']}: cancelled, ends {rec.get('state')}")
+        late = [ex for ex in d.executions.get(c["id"], []) if ex.start > c["t"]]
+        if late:
+            bad.append(f"{c['id']}: started {late[0].start - c['t']:.3f}s after its cancel")
+    replies = Counter(c["reply"][0] if c["reply"] else "?" for c in d.cancels)
+    return _check("cancels honoured", bad, f"cancel replies: {dict(replies)}")
+
+
+def delayed_not_early(d: RunData) -> Check:
+    """A delayed task never starts before its run time."""
+    bad = []
+    for tid, row in d.accepted.items():
+        rec = d.records.get(tid)
+        if not row.get("delay") or not rec or not rec.get("created_at"):
+            continue
+        due = int(rec["created_at"]) / 1000 + row["delay"]
+        first = d.executions.get(tid, [])
+        if first and first[0].start < due - 0.002:
+            bad.append(f"{tid}: started {due - first[0].start:.3f}s early")
+    return _check("delayed tasks never start early", bad, "")
+
+
+def idempotency(d: RunData) -> Check:
+    """One task per idempotency key; resubmits point at it; no key stuck 'processing'."""
+    by_key: dict[str, set[str]] = defaultdict(set)
+    oks: Counter[str] = Counter()
+    for row in d.submissions:
+        if row["kind"] == "submit" and row.get("key") and row.get("id"):
+            by_key[row["key"]].add(row["id"])
+            oks[row["key"]] += row["result"] == "ok"
+    for runs in d.executions.values():
+        for ex in runs:
+            if ex.key:
+                by_key[ex.key].add(ex.id)
+    bad = [f"key {k}: tasks {sorted(ids)}" for k, ids in by_key.items() if len(ids) > 1]
+    bad += [f"key {k}: accepted {n} times" for k, n in oks.items() if n > 1]
+    for key, ids in by_key.items():
+        rec = d.snapshot.get("idempotency", {}).get(key) or {}
+        if rec.get("task") not in ids or rec.get("state") == "processing":
+            bad.append(f"key {key}: record {rec} (tasks {sorted(ids)})")
+    replies = Counter(r["result"] for r in d.submissions if r.get("resubmit"))
+    return _check(
+        "one task per idempotency key, none stuck",
+        bad,
+        f"{len(by_key)} keys; resubmit answers: {dict(replies)}",
+    )
+
+
+def nothing_in_flight(d: RunData) -> Check:
+    """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
+    left = dict(d.snapshot.get("leftovers", {}))
+    left["active"] = d.snapshot.get("stats", {}).get("active", 0)
+    bad = [f"{name}={n}" for name, n in left.items() if n]
+    bad += [f"orphan schedule member {tid}" for tid in d.snapshot.get("schedule", [])]
+    bad += [f"running member {tid}" for tid in d.snapshot.get("running", [])]
+    summary = ", ".join(f"{k}={v}" for k, v in left.items())
+    return _check("nothing pending or orphaned", bad, summary)
+
+
+def counters_agree(d: RunData) -> Check:
+    """The queue's counters agree with the records: one submit and one ending per task."""
+    stats = d.snapshot.get("stats", {})
+    states = Counter(r["state"] for r in d.records.values())
+    pairs = {
+        "submitted": len(d.records),
+        "succeeded": states["SUCCEEDED"],
+        "failed": states["FAILED"],
+        "dead_lettered": states["DEAD_LETTERED"],
+        "cancelled": states["CANCELLED"],
+        "expired": states["EXPIRED"],
+    }
+    bad = [
+        f"{k}: counter {stats.get(k, 0)} != records {n}"
+        for k, n in pairs.items()
+        if stats.get(k, 0) != n
+    ]
+    return _check("counters agree with records", bad, f"{dict(states)}")
+
+
+def workers_resume(d: RunData) -> Check:
+    """Every worker alive across a Redis restart runs tasks again without being restarted."""
+    found = analysis.resumptions(d)
+    bad = [
+        f"pid {r.pid} ran nothing after Redis restart #{r.outage + 1}"
+        for r in found
+        if r.seconds is None and not r.interrupted
+    ]
+    seen = [r.seconds for r in found if r.seconds is not None]
+    worst = f"{max(seen):.2f}s" if seen else "n/a"
+    summary = (
+        f"{len(d.outages)} Redis restarts; {len(seen)} of {len(found)} worker survivals "
+        f"ran tasks again (slowest {worst}); the rest were killed or paused first"
+    )
+    return _check("workers resume after Redis restarts", bad, summary)
+
+
+CHECKS: list[Callable[[RunData], Check]] = [
+    drained,
+    lost,
+    one_terminal_state,
+    no_run_after_completion,
+    attempt_once,
+    duplicates_explained,
+    reclaims_explained,
+    attempt_limit,
+    dlq_contents,
+    final_states,
+    cancels_honoured,
+    delayed_not_early,
+    idempotency,
+    nothing_in_flight,
+    counters_agree,
+    workers_resume,
+]
+
+
+def run_checks(d: RunData) -> list[Check]:
+    """Evaluate every invariant."""
+    return [check(d) for check in CHECKS]
+
+
+def main(argv: list[str]) -> int:
+    """Re-check a finished run directory and print its report; exit 1 on a violation."""
+    from tests.chaos import report
+
+    data = load(Path(argv[0]))
+    checks = run_checks(data)
+    print(report.render(data, checks))
+    return 0 if all(c.ok for c in checks) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))

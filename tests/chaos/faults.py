@@ -1,0 +1,103 @@
+"""The fault schedule: drawn from the seed up front (so a failing run replays), then applied
+to the cluster at its planned times."""
+
+from __future__ import annotations
+
+import random
+import signal
+import threading
+import time
+from dataclasses import asdict, dataclass
+
+from tests.chaos.cluster import Cluster
+from tests.chaos.config import ChaosConfig
+from tests.chaos.evidence import JsonLog
+
+KINDS = {  # kind: relative weight
+    "worker_kill": 30,
+    "worker_pause": 15,
+    "scheduler_kill": 10,
+    "reaper_kill": 10,
+    "redis_term": 6,
+    "redis_kill": 6,
+}
+
+
+@dataclass(frozen=True, slots=True)
+class Fault:
+    """One planned fault: what, when (seconds after the load starts), and its parameters."""
+
+    at: float
+    kind: str
+    pick: float  # which healthy target, as a fraction of the candidates
+    seconds: float  # pause length, Redis downtime, or delay before the restart
+    count: int = 1  # reapers killed at once
+
+
+def plan(cfg: ChaosConfig) -> list[Fault]:
+    """Return the seeded fault schedule; every kind appears at least once."""
+    rng = random.Random(cfg.seed)
+    first = list(KINDS)
+    rng.shuffle(first)
+    faults, t = [], 1.0
+    end = cfg.duration - cfg.quiet_tail
+    while t < end:
+        kind = first.pop() if first else rng.choices(list(KINDS), list(KINDS.values()))[0]
+        faults.append(_draw(rng, cfg, t, kind))
+        t += rng.expovariate(1.0 / cfg.fault_every)
+    return faults
+
+
+def _draw(rng: random.Random, cfg: ChaosConfig, at: float, kind: str) -> Fault:
+    pick = rng.random()
+    if kind == "worker_pause":
+        return Fault(round(at, 3), kind, pick, round(cfg.lease + rng.uniform(0.7, 2.5), 3))
+    if kind.startswith("redis"):
+        return Fault(round(at, 3), kind, pick, round(rng.uniform(0.2, cfg.redis_downtime), 3))
+    count = 2 if kind == "reaper_kill" and rng.random() < 0.3 else 1
+    return Fault(round(at, 3), kind, pick, round(rng.uniform(0.3, 1.5), 3), count)
+
+
+class FaultRunner(threading.Thread):
+    """Applies a schedule to a cluster; a target that is not healthy is skipped and logged."""
+
+    def __init__(self, cluster: Cluster, faults: list[Fault], log: JsonLog, start: float):
+        super().__init__(name="chaos-faults")
+        self.cluster, self.faults, self.log, self.start_at = cluster, faults, log, start
+        self.stop_event = threading.Event()
+        self.error: BaseException | None = None  # re-raised by the driver after join()
+
+    def run(self) -> None:
+        try:
+            self._run()
+        except BaseException as exc:
+            self.error = exc
+            raise
+
+    def _run(self) -> None:
+        for index, fault in enumerate(self.faults):
+            wait = self.start_at + fault.at - time.monotonic()
+            if wait > 0 and self.stop_event.wait(wait):
+                return
+            details = asdict(fault)
+            self.log.write("fault", index=index, fault=details.pop("kind"), **details)
+            if not self.apply(fault):
+                self.log.write("fault_skipped", index=index, fault=fault.kind)
+
+    def apply(self, fault: Fault) -> bool:
+        """Apply one fault now; return False when there was no healthy target."""
+        c = self.cluster
+        if fault.kind in ("redis_term", "redis_kill"):
+            sig = signal.SIGTERM if fault.kind == "redis_term" else signal.SIGKILL
+            c.restart_redis(sig, fault.seconds)
+            return True
+        role = fault.kind.split("_")[0]
+        targets = c.healthy(role)
+        if not targets:
+            return False
+        first = int(fault.pick * len(targets))
+        count = min(fault.count, len(targets))
+        chosen = [targets[(first + i) % len(targets)] for i in range(count)]
+        if fault.kind == "worker_pause":
+            return c.pause(chosen[0], fault.seconds) is not None
+        return all(c.kill(slot, fault.seconds) is not None for slot in chosen)

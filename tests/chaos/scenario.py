@@ -1,0 +1,129 @@
+"""One chaos run, start to finish: cluster up, load under the fault schedule, heal, drain,
+snapshot, and every process ended. The checker then works from the files alone."""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+import uuid
+from collections.abc import Callable
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import redis
+
+from dtq.engine.keys import Keys
+from tests.chaos import evidence, snapshot
+from tests.chaos.cluster import Cluster
+from tests.chaos.config import ChaosConfig
+from tests.chaos.faults import Fault, FaultRunner, plan
+from tests.chaos.load import Load
+
+STARTUP_TIMEOUT = 60.0
+
+
+def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0.1) -> bool:
+    """Poll condition until truthy; return False on timeout (Redis errors count as not yet)."""
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        try:
+            if condition():
+                return True
+        except redis.RedisError:
+            pass
+        time.sleep(interval)
+    return False
+
+
+class Run:
+    """Drives one run in run_dir; configure(values) points this process's DTQ settings."""
+
+    def __init__(
+        self, cfg: ChaosConfig, run_dir: Path, configure: Callable[[dict[str, Any]], None]
+    ) -> None:
+        self.cfg = cfg
+        self.run_dir = run_dir
+        self.configure = configure
+        self.prefix = f"chaos{uuid.uuid4().hex[:8]}"
+        run_dir.mkdir(parents=True, exist_ok=True)
+        self.log = evidence.JsonLog(run_dir / evidence.EVENTS)
+        self.submissions = evidence.JsonLog(run_dir / evidence.SUBMISSIONS)
+        self.cancels = evidence.JsonLog(run_dir / evidence.CANCELS)
+        self.cluster = Cluster(cfg, run_dir, self.log, self.prefix)
+        self.client: redis.Redis | None = None
+
+    def execute(self) -> Path:
+        """Run every phase; processes and Redis are stopped whatever happens."""
+        faults = plan(self.cfg)
+        self._write_config(faults)
+        try:
+            self._start()
+            self._load(faults)
+            self._drain()
+            self._snapshot()
+        finally:
+            self.cluster.stop()
+            if self.client is not None:
+                self.client.close()
+            for log in (self.log, self.submissions, self.cancels):
+                log.close()
+        return self.run_dir
+
+    def _write_config(self, faults: list[Fault]) -> None:
+        data = {
+            "config": self.cfg.as_dict(),
+            "prefix": self.prefix,
+            "faults": [asdict(f) for f in faults],
+        }
+        (self.run_dir / evidence.CONFIG).write_text(json.dumps(data, indent=1))
+
+    def _start(self) -> None:
+        self.cluster.start_redis()
+        self.configure(
+            {"REDIS_URL": self.cluster.url, "KEY_PREFIX": self.prefix, **self.cfg.dtq_settings()}
+        )
+        self.client = redis.Redis.from_url(self.cluster.url, decode_responses=True)
+        self.cluster.start()
+        workers = f"{self.prefix}:{{0}}:workers"
+        ready = wait_until(lambda: self.client.zcard(workers) >= self.cfg.workers, STARTUP_TIMEOUT)
+        if not ready:
+            raise RuntimeError(f"workers did not start within {STARTUP_TIMEOUT}s; see logs/")
+        self.log.write("phase", phase="started")
+
+    def _load(self, faults: list[Fault]) -> None:
+        start = time.monotonic()
+        self.log.write("phase", phase="load")
+        runner = FaultRunner(self.cluster, faults, self.log, start)
+        runner.start()
+        stop = threading.Event()
+        try:
+            Load(self.cfg, self.submissions, self.cancels).run(start, stop)
+        finally:
+            runner.stop_event.set()
+            runner.join()
+        if runner.error is not None:
+            raise RuntimeError("the fault runner failed") from runner.error
+        self.log.write("phase", phase="load_end")
+
+    def _drain(self) -> None:
+        self.cluster.heal()
+        self.log.write("phase", phase="heal")
+        wait_until(self.cluster.all_running, 30.0)
+        assert self.client is not None
+        keys = Keys(self.prefix, 0)
+        done = wait_until(
+            lambda: not any(snapshot.leftovers(self.client, keys).values()),
+            self.cfg.drain_timeout,
+            interval=0.25,
+        )
+        self.log.write("phase", phase="drained" if done else "drain_timeout")
+
+    def _snapshot(self) -> None:
+        assert self.client is not None
+        rows = evidence.read_jsonl(self.run_dir / evidence.SUBMISSIONS)
+        idem_keys = sorted({r["key"] for r in rows if r.get("key")})
+        data = snapshot.take(self.client, self.prefix, idem_keys)
+        (self.run_dir / evidence.SNAPSHOT).write_text(json.dumps(data))
+        self.log.write("phase", phase="snapshot")

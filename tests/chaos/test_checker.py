@@ -1,0 +1,192 @@
+"""The offline checker catches what it claims to: a healthy synthetic run passes, and each
+planted violation fails exactly the invariant meant to catch it (no Redis, no processes)."""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+import pytest
+
+from tests.chaos import model
+from tests.chaos.check import run_checks
+
+T0 = 1_000_000.0
+A, B = "a" * 22, "b" * 22
+
+
+def row(kind: str, t: float, **fields: Any) -> dict[str, Any]:
+    return {"kind": kind, "t": t, **fields}
+
+
+def witness(task: str, attempt: int, pid: int, start: float, outcome: str | None) -> list[Any]:
+    rows = [{"id": task, "attempt": attempt, "pid": pid, "ev": "start", "t": start, "cls": "x"}]
+    if outcome:
+        rows.append(
+            {
+                "id": task,
+                "attempt": attempt,
+                "pid": pid,
+                "ev": "end",
+                "t": start + 0.01,
+                "outcome": outcome,
+            }
+        )
+    return rows
+
+
+def record(task: str, name: str, state: str, attempt: int, finished: float) -> dict[str, Any]:
+    return {
+        "id": task,
+        "name": name,
+        "state": state,
+        "attempt": str(attempt),
+        "max_attempts": "3",
+        "created_at": str(int(T0 * 1000)),
+        "finished_at": str(int(finished * 1000)),
+        "history": [],
+        "error": None,
+    }
+
+
+def healthy() -> dict[str, Any]:
+    """A tiny run: one ordinary task that succeeded, one poison task dead-lettered."""
+    return {
+        "config": {"seed": 1},
+        "prefix": "p",
+        "planned_faults": [],
+        "events": [
+            row("spawn", T0 - 1, slot="worker-0", role="worker", pid=11),
+            row("phase", T0, phase="load"),
+            row("phase", T0 + 5, phase="load_end"),
+            row("phase", T0 + 5, phase="heal"),
+            row("phase", T0 + 6, phase="drained"),
+        ],
+        "submissions": [
+            row("submit", T0, result="ok", id=A, cls="ordinary", max_attempts=3),
+            row("submit", T0, result="ok", id=B, cls="poison", max_attempts=3),
+        ],
+        "cancels": [],
+        "witness": witness(A, 1, 11, T0 + 0.1, "success")
+        + [w for n in (1, 2, 3) for w in witness(B, n, 11, T0 + n, "error")],
+        "snapshot": {
+            "appendfsync": "always",
+            "records": {
+                A: record(A, "chaos.ordinary", "SUCCEEDED", 1, T0 + 0.2),
+                B: record(B, "chaos.poison", "DEAD_LETTERED", 3, T0 + 3.1),
+            },
+            "indexes": {"SUCCEEDED": [A], "DEAD_LETTERED": [B]},
+            "events": [
+                ["TASK_SUCCEEDED", A, 1, "SUCCEEDED", 0],
+                ["TASK_DEAD_LETTERED", B, 3, "DEAD_LETTERED", 0],
+            ],
+            "dlq": [{"entry": "1-0", "task": B}],
+            "stats": {"submitted": 2, "succeeded": 1, "dead_lettered": 1, "active": 0},
+            "leftovers": {"running": 0, "schedule": 0, "pending": 0},
+            "schedule": [],
+            "running": [],
+            "idempotency": {},
+        },
+    }
+
+
+def failures(raw: dict[str, Any]) -> list[str]:
+    data = model.RunData(**raw)
+    model.index(data)
+    return [c.name for c in run_checks(data) if not c.ok]
+
+
+def test_a_healthy_run_passes() -> None:
+    assert failures(healthy()) == []
+
+
+def rerun_a(raw: dict[str, Any]) -> None:
+    raw["witness"] += witness(A, 2, 12, T0 + 0.15, "success")
+
+
+def kill_pid_11(raw: dict[str, Any]) -> None:
+    raw["events"].append(
+        row("signal", T0 + 0.12, slot="worker-0", role="worker", pid=11, signal="SIGKILL")
+    )
+
+
+def lose_a(raw: dict[str, Any]) -> None:
+    del raw["snapshot"]["records"][A]
+
+
+def second_terminal_event(raw: dict[str, Any]) -> None:
+    raw["snapshot"]["events"].append(["TASK_SUCCEEDED", A, 1, "SUCCEEDED", 0])
+
+
+def run_after_completion(raw: dict[str, Any]) -> None:
+    raw["witness"] += witness(A, 2, 11, T0 + 4, "success")
+
+
+def run_attempt_twice(raw: dict[str, Any]) -> None:
+    raw["witness"] += witness(B, 3, 12, T0 + 3.05, "error")
+
+
+def extra_dlq_entry(raw: dict[str, Any]) -> None:
+    raw["snapshot"]["dlq"].append({"entry": "2-0", "task": B})
+
+
+def exceed_attempts(raw: dict[str, Any]) -> None:
+    raw["witness"] += witness(B, 4, 11, T0 + 3.05, "error")
+
+
+def leave_pending(raw: dict[str, Any]) -> None:
+    raw["snapshot"]["leftovers"]["pending"] = 1
+
+
+def count_twice(raw: dict[str, Any]) -> None:
+    raw["snapshot"]["stats"]["submitted"] = 3
+
+
+def unexplained_reclaim(raw: dict[str, Any]) -> None:
+    raw["snapshot"]["records"][A]["history"] = [
+        {
+            "attempt": 1,
+            "worker": "host.11.abc",
+            "outcome": "lost",
+            "started_at": T0 + 0.1,
+            "ended_at": T0 + 3.2,
+        }
+    ]
+
+
+@pytest.mark.parametrize(
+    ("plant", "caught_by"),
+    [
+        (rerun_a, ["duplicates explained by a fault (unexplained = 0)"]),
+        (lose_a, ["lost = 0", "counters agree with records"]),
+        (second_terminal_event, ["exactly one terminal state"]),
+        (
+            run_after_completion,
+            ["no execution after completion", "duplicates explained by a fault (unexplained = 0)"],
+        ),
+        (
+            run_attempt_twice,
+            [
+                "each attempt executed at most once",
+                "duplicates explained by a fault (unexplained = 0)",
+            ],
+        ),
+        (extra_dlq_entry, ["DLQ = poison + crashers + exhausted"]),
+        (exceed_attempts, ["attempts <= max_attempts"]),
+        (leave_pending, ["nothing pending or orphaned"]),
+        (count_twice, ["counters agree with records"]),
+        (unexplained_reclaim, ["every reclaimed attempt explained by a fault"]),
+    ],
+    ids=lambda v: getattr(v, "__name__", ""),
+)
+def test_each_planted_violation_is_caught(plant: Any, caught_by: list[str]) -> None:
+    raw = copy.deepcopy(healthy())
+    plant(raw)
+    assert failures(raw) == caught_by
+
+
+def test_a_rerun_after_a_kill_of_its_process_is_explained() -> None:
+    raw = copy.deepcopy(healthy())
+    rerun_a(raw)
+    kill_pid_11(raw)
+    assert failures(raw) == []

@@ -1,0 +1,150 @@
+"""Engine bugs the chaos suite found, each pinned by a deterministic test.
+
+redis-py's Retry (dtq.engine.connection) resends a command whose reply was lost to a dropped
+connection. A chaos run showed it for scripts: Redis SIGKILLed after a submit was written to
+the AOF but before the reply left, and the client resent the same EVALSHA after the restart.
+These tests send the same script call twice, exactly as that retry does.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import dtq
+from dtq.engine import layout, submit
+from dtq.engine.connection import get_client
+from dtq.engine.keys import GROUP
+from dtq.engine.scripts import Scripts
+from tests.conftest import Env, wait_for
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.slow
+
+SETTLED = {"pending": 0, "running": 0, "schedule": 0}
+
+
+def send_twice(sub: submit.Submission) -> tuple[list[Any], list[Any]]:
+    """Run submit.lua twice with the same keys and arguments (a resent call)."""
+    key_list, argv = submit.prepare(sub)
+    script = Scripts.of(get_client()).submit
+    return script(keys=key_list, args=argv), script(keys=key_list, args=argv)
+
+
+def submission(task: dtq.Task, *args: Any) -> submit.Submission:
+    return task.submission(args, {})
+
+
+def test_resent_submit_creates_one_task(dtq_env: Env) -> None:
+    first, again = send_twice(submission(tasks.record, "x"))
+
+    assert first[0] == "ok" and again[:2] == ["ok", first[1]]
+    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", 1)) == 1
+    assert len(dtq_env.events("TASK_SUBMITTED")) == 1
+    stats = dtq_env.stats()
+    assert (stats["submitted"], stats["active"]) == (1, 1)
+
+
+def test_resent_keyed_submit_is_accepted_not_in_progress(dtq_env: Env) -> None:
+    keyed = tasks.record.using(idempotency_key="resent-1")
+    first, again = send_twice(submission(keyed, "x"))
+
+    assert first[0] == "ok"
+    assert again[:2] == ["ok", first[1]]  # not IdempotencyInProgress for its own task
+    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", 1)) == 1
+
+
+def test_resent_submit_leaves_a_running_task_alone(dtq_env: Env) -> None:
+    key_list, argv = submit.prepare(submission(tasks.hold, 1.0))
+    script = Scripts.of(get_client()).submit
+    task_id = script(keys=key_list, args=argv)[1]
+    dtq_env.worker()
+    wait_for(lambda: dtq_env.witnessed("hold"))
+
+    assert script(keys=key_list, args=argv)[:2] == ["ok", task_id]  # arrives late, mid-run
+    result = dtq.TaskResult.load(task_id)
+    assert (result.state, result.attempt) == (dtq.TaskState.RUNNING, 1)
+    wait_for(lambda: dtq.TaskResult.load(task_id).is_finished)
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 1)
+    assert [row["phase"] for row in dtq_env.witnessed("hold")] == ["start", "end"]
+    stats = dtq_env.stats()
+    assert (stats["submitted"], stats["active"], stats.get("absorbed", 0)) == (1, 0, 0)
+    assert dtq_env.leftovers() == SETTLED
+
+
+def read_as(env: Env, consumer: str) -> list[Any]:
+    """XREADGROUP the tests queue's normal band as `consumer`; return (entry id, task id)s."""
+    stream = env.keys.stream("tests", 1)
+    env.client.xgroup_create(stream, GROUP, "0", mkstream=True)
+    reply = env.client.xreadgroup(GROUP, consumer, {stream: ">"})
+    return [(eid, fields["t"]) for eid, fields in reply[0][1]]
+
+
+def claim_as(env: Env, worker: str, entries: list[Any]) -> list[Any]:
+    """Call claim.lua the way the worker does, for entries of the tests queue's normal band."""
+    refs = [layout.TaskRef(task_id, "tests") for _, task_id in entries]
+    keys, argv = layout.build(env.keys, ["tests"], refs)
+    args = [v for eid, _ in entries for v in (1, 1, eid)]
+    return list(Scripts.of(get_client()).claim(keys=keys, args=[*argv, worker, 3000, *args]))
+
+
+def test_resent_claim_hands_the_attempt_back(dtq_env: Env) -> None:
+    result = tasks.record.enqueue("x")
+    entries = read_as(dtq_env, "w1")
+    first = claim_as(dtq_env, "w1", entries)
+    again = claim_as(dtq_env, "w1", entries)  # the same call: its reply was lost
+
+    assert again == first  # same task, same attempt: the worker runs it once
+    assert first[0] == result.id and first[6] == 1
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.RUNNING, 1)
+    assert dtq_env.stats().get("absorbed", 0) == 0
+    assert len(dtq_env.events("TASK_STARTED")) == 1
+
+
+def test_another_workers_claim_of_a_running_entry_is_still_absorbed(dtq_env: Env) -> None:
+    result = tasks.record.enqueue("x")
+    entries = read_as(dtq_env, "w1")
+    assert claim_as(dtq_env, "w1", entries)[0] == result.id
+
+    assert claim_as(dtq_env, "w2", entries) == []  # a stale duplicate for anyone else
+    result.refresh()
+    assert (result.state, result.attempt, result.record["worker"]) == ("RUNNING", 1, "w1")
+    assert dtq_env.stats()["absorbed"] == 1
+
+
+def finalize_as(env: Env, worker: str, claimed: list[Any], kind: str = "success") -> list[Any]:
+    """Call finalize.lua the way the worker does, for one claimed attempt of the tests queue."""
+    task_id, eid, attempt = claimed[0], claimed[1], claimed[6]
+    history = f'{{"attempt":{attempt},"worker":"{worker}","outcome":"{kind}"}}'
+    keys, argv = layout.build(env.keys, ["tests"], [layout.TaskRef(task_id, "tests")])
+    args = [*argv, "1", 1, 1, eid, attempt, kind, '"done"', history, 0]
+    return list(Scripts.of(get_client()).finalize(keys=keys, args=args))
+
+
+def test_resent_finalize_is_not_counted_as_stale(dtq_env: Env) -> None:
+    result = tasks.record.enqueue("x")
+    claimed = claim_as(dtq_env, "w1", read_as(dtq_env, "w1"))
+
+    assert finalize_as(dtq_env, "w1", claimed) == [1]
+    assert finalize_as(dtq_env, "w1", claimed) == [1]  # the same call: its reply was lost
+    result.refresh()
+    assert (result.state, len(result.history)) == (dtq.TaskState.SUCCEEDED, 1)
+    assert dtq_env.stats().get("stale", 0) == 0
+    assert dtq_env.events("TASK_STALE_COMPLETION_REJECTED") == []
+
+
+def test_completion_after_a_reclaim_is_still_rejected(dtq_env: Env) -> None:
+    result = tasks.record.enqueue("x")
+    claimed = claim_as(dtq_env, "w1", read_as(dtq_env, "w1"))
+    dtq_env.client.hset(dtq_env.keys.task(result.id), "lease", 0)  # as if w1 stopped renewing
+    keys, argv = layout.build(dtq_env.keys, ["tests"], [layout.TaskRef(result.id, "tests")])
+    reclaim = Scripts.of(get_client()).reclaim
+    assert reclaim(keys=keys, args=[*argv, "1", 1, result.id])[0] == 1
+
+    assert finalize_as(dtq_env, "w1", claimed) == [0]
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.QUEUED, 1)
+    assert dtq_env.stats()["stale"] == 1

@@ -1,0 +1,108 @@
+"""Helpers for the task-control tests: drive the real scripts by hand, check invariants."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import codec, layout
+from dtq.engine.audit import Actor
+from dtq.engine.connection import get_client
+from dtq.engine.keys import BANDS, GROUP, Keys
+from dtq.engine.scripts import Scripts
+
+ACTOR = Actor(name="tester", source="command")
+
+
+def keys() -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> list[dict[str, Any]]:
+    """Read and claim up to n entries like a worker that then never heartbeats or finishes."""
+    client = get_client()
+    scripts = Scripts.of(client)
+    k, argv = layout.build(keys(), [queue])
+    entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
+    refs, args = [], []
+    for i in range(0, len(entries), 5):
+        qi, band, eid, task_id, idem = entries[i : i + 5]
+        refs.append(layout.TaskRef(task_id or "gone", queue, idem or ""))
+        args += [qi, band, eid]
+    if not refs:
+        return []
+    k, argv = layout.build(keys(), [queue], refs)
+    lease_ms = int(dtq_settings.lease_timeout * 1000)
+    reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
+    rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
+    return [
+        {"id": r[0], "entry": r[1], "band": int(r[3]), "attempt": int(r[6]), "idem": r[10] or ""}
+        for r in rows
+    ]
+
+
+def finalize_by_hand(
+    claimed: dict[str, Any],
+    outcome: str,
+    data: Any = None,
+    queue: str = "tests",
+    delay_ms: int = 0,
+    history: str | None = None,
+) -> int:
+    """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
+    scripts = Scripts.of(get_client())
+    ref = layout.TaskRef(claimed["id"], queue, claimed["idem"])
+    k, argv = layout.build(keys(), [queue], [ref])
+    if data is None:
+        data = {"class": "builtins.ValueError", "message": "by hand"}
+    if history is None:
+        history = codec.dumps({"attempt": claimed["attempt"], "outcome": outcome})
+    args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome, codec.dumps(data)]
+    args += [history, delay_ms]
+    return int(scripts.finalize(keys=k, args=[*argv, "1", *args])[0])
+
+
+def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
+    """Claim and permanently fail `count` queued tasks of queue; return their ids."""
+    done = []
+    for claimed in claim_by_hand(queue, count):
+        assert finalize_by_hand(claimed, "fail", queue=queue) == 1
+        done.append(claimed["id"])
+    return done
+
+
+def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
+    """Return lifecycle events, oldest first, filtered by type and task."""
+    rows = [json.loads(f["e"]) for _, f in client.xrange(keys().events)]
+    return [
+        r
+        for r in rows
+        if (kind is None or r["type"] == kind) and (task_id is None or r["task"] == task_id)
+    ]
+
+
+def orphans(client: Any, queue: str = "tests") -> list[str]:
+    """Return every broken link between records, streams, PELs, schedule and indexes."""
+    k = keys()
+    problems = []
+    entries: dict[str, str] = {}
+    for band in BANDS:
+        stream = k.stream(queue, band)
+        for eid, fields in client.xrange(stream):
+            entries[eid] = fields.get("t", "")
+        if client.exists(stream) and client.xinfo_groups(stream):
+            for row in client.xpending_range(stream, GROUP, "-", "+", 10000):
+                task_id = entries.get(row["message_id"], "")
+                if not task_id or not client.exists(k.task(task_id)):
+                    problems.append(f"pending entry {row['message_id']} has no record")
+    for task_id in client.zrange(k.index(queue, "QUEUED"), 0, -1):
+        delivery = client.hget(k.task(task_id), "delivery")
+        if client.hget(k.task(task_id), "state") != "QUEUED":
+            problems.append(f"{task_id} indexed QUEUED but is not")
+        elif delivery not in entries:
+            problems.append(f"{task_id} QUEUED without its entry")
+    for task_id in client.zrange(k.schedule, 0, -1):
+        if client.hget(k.task(task_id), "state") not in ("PENDING", "RETRYING"):
+            problems.append(f"schedule member {task_id} is not waiting")
+    return problems

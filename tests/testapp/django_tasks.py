@@ -1,0 +1,118 @@
+"""Standard django.tasks tasks run by dtq (TASKS in tests/settings.py), and signal witnesses."""
+
+import asyncio
+import sys
+from typing import Any
+
+import django
+from django.dispatch import receiver
+from django.tasks import TaskContext, task
+from django.tasks.signals import task_enqueued, task_finished, task_started
+
+import dtq
+from tests.testapp.tasks import witness
+
+
+@task(queue_name="tests")
+def add(a: int, b: int) -> int:
+    """Add two numbers."""
+    witness("dj_add", a=a, b=b)
+    return a + b
+
+
+@task(queue_name="tests")
+def boom(message: str = "boom") -> None:
+    """Always raise ValueError."""
+    raise ValueError(message)
+
+
+@task(queue_name="tests", takes_context=True)
+def flaky(context: TaskContext, failures: int, delay: float = 0.05) -> int:
+    """Ask for a retry (after `delay` seconds) on the first `failures` attempts."""
+    witness("dj_flaky", id=context.task_result.id, attempt=context.attempt)
+    if context.attempt <= failures:
+        raise dtq.RetryableError(f"attempt {context.attempt} fails", delay=delay)
+    return context.attempt
+
+
+@task(queue_name="tests", takes_context=True)
+def with_context(context: TaskContext, value: Any = None) -> dict[str, Any]:
+    """Return what the context says about this run."""
+    result = context.task_result
+    return {
+        "context": type(context).__name__,
+        "id": result.id,
+        "attempt": context.attempt,
+        "status": str(result.status),
+        "state": str(getattr(result, "state", "")),  # dtq's precise state, on DtqBackend
+        "args": result.args,
+        "workers": len(result.worker_ids),
+        "value": value,
+    }
+
+
+@task(queue_name="tests", priority=50)
+async def async_double(x: int) -> int:
+    """Double x after yielding to the event loop."""
+    await asyncio.sleep(0)
+    return x * 2
+
+
+@task(queue_name="tests")
+def probe(label: str) -> str:
+    """Witness the order tasks run in."""
+    witness("dj_probe", label=label)
+    return label
+
+
+@task(queue_name="tests")
+def create_user(username: str) -> int:
+    """Create a user (a task that writes to the database) and return its primary key."""
+    from django.contrib.auth.models import User
+
+    return int(User.objects.create(username=username).pk)
+
+
+if django.VERSION >= (6, 1):  # @task(**kwargs) reaches DtqTask from Django 6.1 on
+
+    @task(queue_name="tests", max_attempts=2, timeout=30, ttl=600, retry_on=(ValueError,))
+    def configured(kind: str) -> str:
+        """Raise ValueError (retried) or TypeError (not retried) per `kind`."""
+        witness("dj_configured", kind=kind)
+        if kind == "value":
+            raise ValueError("retry me")
+        if kind == "type":
+            raise TypeError("do not retry me")
+        return kind
+
+
+def _ours(task_result: Any) -> bool:
+    return bool(task_result.task.module_path.startswith(__name__))
+
+
+def _witness_signal(name: str, sender: type, task_result: Any) -> None:
+    if _ours(task_result):
+        witness(
+            "dj_signal",
+            signal=name,
+            id=task_result.id,
+            status=str(task_result.status),
+            sender=sender.__name__,
+            attempt=task_result.attempts,
+            exc_info=getattr(sys.exc_info()[0], "__name__", None),
+        )
+
+
+@receiver(task_enqueued)
+def _on_enqueued(sender: type, task_result: Any, **kwargs: Any) -> None:
+    _witness_signal("enqueued", sender, task_result)
+
+
+@receiver(task_started)
+def _on_started(sender: type, task_result: Any, **kwargs: Any) -> None:
+    _witness_signal("started", sender, task_result)
+
+
+@receiver(task_finished)
+def _on_finished(sender: type, task_result: Any, **kwargs: Any) -> None:
+    _witness_signal("finished", sender, task_result)
