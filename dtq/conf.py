@@ -20,7 +20,7 @@ DEFAULTS: dict[str, Any] = {
     "SOCKET_CONNECT_TIMEOUT": 5.0,
     "BLOCK_TIMEOUT": 2.0,  # longest blocking read; must stay below SOCKET_TIMEOUT
     # Delivery
-    "VISIBILITY_TIMEOUT": 300,  # idle seconds before the reaper's PEL backstop looks at an entry
+    "VISIBILITY_TIMEOUT": 60,  # idle seconds before the reaper's PEL backstop looks at an entry
     "HEARTBEAT_INTERVAL": 2.0,
     "LEASE_TIMEOUT": None,  # seconds a worker's claim lasts without renewal; None = 5 heartbeats
     "TASK_MODULES": [],

@@ -251,6 +251,15 @@ def test_dlq_replay_to_another_queue(dtq_env, operator):
     assert (record["queue"], record["state"]) == ("other", "QUEUED")
 
 
+def test_dlq_replay_to_an_invalid_queue_name_is_refused(dtq_env, operator):
+    [task_id] = dead_lettered(1)
+    form = {"action": "replay", "queue": "tests", "task": [task_id], "to_queue": "no:pe"}
+    response = operator.post(url("dlq_action"), {**form, "confirm": "yes"}, follow=True)
+    assert "Replay to queue: use" in text(response)
+    assert records.get_task(task_id)["state"] == "DEAD_LETTERED"
+    assert not AuditEntry.objects.exists()
+
+
 def test_dlq_discard_every_matching_entry(dtq_env, operator):
     dead_lettered(3)
     form = {"action": "discard", "queue": "tests", "scope": "matching", "error": "ValueError"}

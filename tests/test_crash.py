@@ -4,12 +4,14 @@ then healthy processes finish the work. Counts come from the witness file, outsi
 from __future__ import annotations
 
 import signal
+import subprocess
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
 import dtq
+from dtq.engine.keys import GROUP
 from tests.conftest import Env, wait_for
 from tests.testapp import tasks
 
@@ -29,7 +31,7 @@ def finished(result: dtq.TaskResult) -> Any:
     return check
 
 
-def start_doomed_worker(env: Env, failpoint: str) -> Any:
+def start_doomed_worker(env: Env, failpoint: str) -> subprocess.Popen[bytes]:
     """Start a worker that dies at failpoint, and wait until its heartbeat is visible."""
     proc = env.worker("--worker-id", "doomed", failpoints=failpoint)
     wait_for(lambda: env.client.zscore(env.keys.workers, "doomed"))
@@ -38,7 +40,7 @@ def start_doomed_worker(env: Env, failpoint: str) -> Any:
 
 def pending_owners(env: Env, band: int = 1) -> list[str]:
     """Return the consumer of every unacknowledged entry of the tests queue's band."""
-    rows = env.client.xpending_range(env.keys.stream("tests", band), "dtq", "-", "+", 100)
+    rows = env.client.xpending_range(env.keys.stream("tests", band), GROUP, "-", "+", 100)
     return [row["consumer"] for row in rows]
 
 

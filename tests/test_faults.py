@@ -126,10 +126,10 @@ def test_task_longer_than_lease_and_visibility_runs_once(dtq_env: Env) -> None:
     assert dtq_env.leftovers() == SETTLED
 
 
-def proc_beat(env: Env, role: str) -> float:
+def last_beat(env: Env, role: str) -> float:
     """Return the newest liveness timestamp a scheduler or reaper wrote."""
-    pattern = env.keys.process(role, "*")
-    return max((float(env.client.get(k) or 0) for k in env.client.scan_iter(pattern)), default=0)
+    newest = env.client.zrange(env.keys.processes(role), -1, -1, withscores=True)
+    return float(newest[0][1]) if newest else 0.0
 
 
 def submit_until_done(job: threading.Thread) -> list[dtq.TaskResult]:
@@ -158,13 +158,16 @@ def test_processes_survive_a_redis_restart(
     after = submit_mix(30)
     wait_for(all_finished(before + during + [r for r, _ in after]), timeout=30)
 
-    # With appendonly, what Redis acknowledged before it stopped is still there.
-    for result in before + during:
-        assert result.state == dtq.TaskState.SUCCEEDED
-    for result, attempts in after:
-        assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, attempts)
+    # With appendonly, what Redis acknowledged before it stopped is still there. Attempts
+    # running across the restart may be reclaimed; those started after it run undisturbed.
+    assert [(r.id, r.state) for r in before + during if r.state != "SUCCEEDED"] == []
+    assert [
+        (r.id, r.name, r.state, r.attempt, n)
+        for r, n in after
+        if (r.state, r.attempt) != ("SUCCEEDED", n)
+    ] == []
     assert [proc.poll() for proc in procs] == [None, None, None]
     # The scheduler promoted the delayed tasks and the reaper keeps beating: both reconnected.
-    wait_for(lambda: proc_beat(dtq_env, "reaper") > restarted)
-    wait_for(lambda: proc_beat(dtq_env, "scheduler") > restarted)
+    wait_for(lambda: last_beat(dtq_env, "reaper") > restarted)
+    wait_for(lambda: last_beat(dtq_env, "scheduler") > restarted)
     assert dtq_env.leftovers() == SETTLED

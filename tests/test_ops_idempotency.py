@@ -136,15 +136,15 @@ def test_second_caller_is_told_to_retry_while_the_first_runs(dtq_env):
         return "done"
 
     thread = threading.Thread(
-        target=lambda: results.append(dtq.idempotent_operation("op-c", slow, lease=0.3))
+        target=lambda: results.append(dtq.idempotent_operation("op-c", slow, lease=0.6))
     )
     thread.start()
     started.wait(5)
-    time.sleep(0.5)  # longer than the lease: only the renewal keeps the key held
+    time.sleep(0.9)  # longer than the lease: only the renewal keeps the key held
     with pytest.raises(dtq.OperationInProgress) as info:
-        dtq.idempotent_operation("op-c", slow, lease=0.3)
+        dtq.idempotent_operation("op-c", lambda: "second", lease=0.6)
     assert isinstance(info.value, dtq.RetryableError)
-    assert 0 < info.value.delay <= 0.3
+    assert 0 < info.value.delay <= 0.6
     release.set()
     thread.join(5)
     assert results == ["done"]

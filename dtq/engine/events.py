@@ -69,8 +69,8 @@ def latest_id(prefix: str | None = None) -> str:
 
 def recent(prefix: str | None = None, count: int = 50) -> list[dict[str, Any]]:
     """Return up to count newest events, oldest first."""
-    entries = get_client().xrevrange(_keys(prefix).events, count=count)
-    return _decode(list(reversed(entries)))
+    entries = get_client().xrevrange(_keys(prefix).events, count=count) or []
+    return _decode(entries[::-1])
 
 
 class EventFeed:

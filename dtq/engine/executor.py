@@ -39,6 +39,7 @@ class Attempt:
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)
     lost: bool = False  # the lease was taken away: the outcome will be fenced out anyway
+    done: bool = False  # the handler finished; only finalize is left
     handle: asyncio.Task[Any] | None = None
 
 
@@ -200,10 +201,39 @@ async def _execute(
         if att.cancel.is_set():
             return failure(att, worker_id, TaskCancelled("cancelled on request"), False)
         raise  # worker shutdown: leave the attempt unfinalized for the reaper
-    except (PermanentError, TaskCancelled) as exc:
-        return failure(att, worker_id, exc, retryable=False)
-    except RetryableError as exc:
-        return failure(att, worker_id, exc, retryable=True)
     except Exception as exc:
-        return failure(att, worker_id, exc, retryable=task.should_retry(exc))
+        return classify(att, worker_id, task, exc)
+    return success(att, worker_id, value)
+
+
+def classify(att: Attempt, worker_id: str, task: Any, exc: Exception) -> Outcome:
+    """Turn an exception a handler raised into a retry, a failure or a cancel."""
+    if isinstance(exc, (PermanentError, TaskCancelled)):
+        return failure(att, worker_id, exc, retryable=False)
+    if isinstance(exc, RetryableError):
+        return failure(att, worker_id, exc, retryable=True)
+    return failure(att, worker_id, exc, retryable=task.should_retry(exc))
+
+
+def is_plain_sync(att: Attempt) -> bool:
+    """Return True for a sync handler with no timeout and no hooks (the worker's fast path)."""
+    entry = registry.get(att.name)
+    return (
+        entry is not None
+        and att.timeout is None
+        and not entry.is_async
+        and not hasattr(entry, "started")
+    )
+
+
+def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
+    """Run a plain sync handler on the calling pool thread and return its outcome."""
+    try:
+        task, args, kwargs = prepare_call(att, context)
+    except PermanentError as exc:
+        return failure(att, worker_id, exc, retryable=False)
+    try:
+        value = _run_sync(task.func, args, kwargs)
+    except Exception as exc:
+        return classify(att, worker_id, task, exc)
     return success(att, worker_id, value)

@@ -84,8 +84,11 @@ class Purge:
         self.keys = _keys()
         self.client: Any = get_client()  # decode_responses: replies are str
         self.scripts = Scripts.of(self.client)
-        # Tasks created after this instant are not purged (ids carry their creation time).
+        # Tasks created after this millisecond are not purged (ids carry their creation time);
+        # let it pass first so that no task created from here on shares it.
         self.cutoff_ms = int(time.time() * 1000)
+        while int(time.time() * 1000) <= self.cutoff_ms:
+            time.sleep(0.0005)
         self.result = PurgeResult()
 
     def run(self) -> PurgeResult:

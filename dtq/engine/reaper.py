@@ -5,6 +5,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints, layout
 from dtq.engine.keys import BANDS, GROUP
@@ -33,6 +35,8 @@ class Reaper(Periodic):
 
     def run_once(self) -> int:
         """Do one pass of every duty; return how many tasks or entries were settled."""
+        if self.redis_just_started():
+            return 0
         settled = self.reclaim_expired_leases()
         settled += self.settle_dead_consumers()
         settled += self.sweep_idle_entries()
@@ -40,6 +44,19 @@ class Reaper(Periodic):
             self.apply_retention()
             self.last_retention = time.monotonic()
         return settled
+
+    def redis_just_started(self) -> bool:
+        """Return True while Redis has been up for less than two lease timeouts.
+
+        Nobody could renew a lease or write a heartbeat while Redis was down, so right after a
+        restart expired leases and silent workers say nothing about who is alive: give live
+        workers the time to reconnect and renew (the dead-worker test also waits two leases).
+        """
+        try:
+            uptime = int(self.client.info("server").get("uptime_in_seconds", 0))
+        except ResponseError:  # INFO disabled (some managed services): no restart detection
+            return False
+        return uptime < 2 * dtq_settings.lease_timeout
 
     @property
     def _dlq(self) -> str:

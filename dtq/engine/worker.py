@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import asyncio
+import collections
+import contextlib
 import logging
 import os
 import signal
@@ -16,7 +18,7 @@ from redis.exceptions import RedisError
 from dtq.conf import dtq_settings
 from dtq.engine import codec, failpoints, layout
 from dtq.engine.connection import new_async_client
-from dtq.engine.executor import Attempt, Outcome, execute
+from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
 from dtq.engine.keys import Keys
 from dtq.engine.scripts import Scripts
 
@@ -43,10 +45,13 @@ class Worker:
         self.max_tasks = max_tasks
         self.shutdown_timeout = shutdown_timeout
         self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
+        # Keyed by stream entry, not task id: after a lost lease this worker can hold the
+        # zombie attempt and the task's next attempt at once, and must renew only the new one.
         self.held: dict[str, Attempt] = {}
         self.stuck: set[Attempt] = set()
         self.outbox: list[tuple[Attempt, Outcome]] = []
         self.processed = 0
+        self.running = 0  # claimed attempts whose handler has not returned yet
         self.claimed = 0
         self.stopping = False
         self.exit_code = 0
@@ -55,6 +60,9 @@ class Worker:
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dtq-task")
         self._changed: asyncio.Event | None = None
         self._flush_now: asyncio.Event | None = None
+        self._inbox: collections.deque[tuple[Attempt, Outcome]] = collections.deque()
+        self._inbox_wakeup = False
+        self._event_loop: asyncio.AbstractEventLoop | None = None
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -69,6 +77,7 @@ class Worker:
         self._waiter = new_async_client()  # blocking reads get their own connection
         self._scripts = Scripts.of(self._client)
         self._changed = asyncio.Event()
+        self._event_loop = asyncio.get_running_loop()
         self._flush_now = asyncio.Event()
         self._install_signals()
         log.info(
@@ -128,8 +137,14 @@ class Worker:
 
     @property
     def free(self) -> int:
-        """Slots this worker can fill now (held attempts and stuck threads use one each)."""
-        return self.concurrency - len(self.held) - len(self.stuck)
+        """How many more attempts this worker can claim now.
+
+        A slot is free once its handler returns, so the next batch is read and claimed while
+        the last one is being finalized; entries awaiting finalize are capped at one more
+        batch (held <= 2 x concurrency). Stuck threads keep their slot.
+        """
+        running = self.concurrency - self.running - len(self.stuck)
+        return min(running, 2 * self.concurrency - len(self.held) - len(self.stuck))
 
     async def _fetch_loop(self) -> None:
         backoff = 0.05
@@ -144,11 +159,17 @@ class Worker:
 
     async def _fetch_once(self) -> None:
         assert self._changed is not None
-        if self.free <= 0:
+        capacity = self.free
+        if self.max_tasks:
+            capacity = min(capacity, self.max_tasks - self.claimed)
+            if capacity <= 0 and self.claimed >= self.max_tasks:
+                self.stop()  # the drain finalizes what was claimed
+                return
+        if capacity <= 0:
             self._changed.clear()
             await self._changed.wait()
             return
-        entries, watch = await self._read(self.free)
+        entries, watch = await self._read(capacity)
         if entries:
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_read")
@@ -188,10 +209,8 @@ class Worker:
     async def _sleep_or_poke(self, timeout: float) -> None:
         assert self._changed is not None
         self._changed.clear()
-        try:
+        with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
-        except TimeoutError:
-            pass
 
     async def _claim(self, entries: list[Any]) -> None:
         refs, args = [], []
@@ -227,27 +246,56 @@ class Worker:
     # ----- running ---------------------------------------------------------------------
 
     def _start(self, att: Attempt) -> None:
-        self.held[att.id] = att
+        self.held[att.entry] = att
         self.claimed += 1
-        att.handle = asyncio.create_task(self._run(att))
+        self.running += 1
+        if is_plain_sync(att):
+            # Fast path: no asyncio task or future per attempt; outcomes come back in batches.
+            future = self._pool.submit(run_sync_attempt, att, self.worker_id, self._context(att))
+            future.add_done_callback(lambda f: self._from_thread(att, f))
+        else:
+            att.handle = asyncio.create_task(self._run(att))
 
-    async def _run(self, att: Attempt) -> None:
+    def _context(self, att: Attempt) -> Any:
         from dtq.task import TaskContext
 
-        deadline = att.started_at + att.timeout if att.timeout else None
-        context = TaskContext(
+        return TaskContext(
             task_id=att.id,
             attempt=att.attempt,
             max_attempts=att.max_attempts,
             queue_name=att.queue,
             worker_id=self.worker_id,
-            deadline=deadline,
+            deadline=att.started_at + att.timeout if att.timeout else None,
             _cancel=att.cancel,
         )
+
+    def _from_thread(self, att: Attempt, future: Future[Outcome]) -> None:
+        """Hand a pool thread's outcome to the loop, waking it once per batch."""
+        if future.cancelled():
+            return  # hard stop: the attempt stays RUNNING until its lease runs out
+        self._inbox.append((att, future.result()))
+        if not self._inbox_wakeup:
+            self._inbox_wakeup = True
+            assert self._event_loop is not None
+            self._event_loop.call_soon_threadsafe(self._drain_inbox)
+
+    def _drain_inbox(self) -> None:
+        self._inbox_wakeup = False
+        while self._inbox:
+            self._finished(*self._inbox.popleft())
+
+    async def _run(self, att: Attempt) -> None:
+        context = self._context(att)
         try:
             outcome = await execute(att, self.worker_id, context, self._pool, self._on_stuck)
         except asyncio.CancelledError:
             return  # hard stop: the attempt stays RUNNING until its lease runs out
+        self._finished(att, outcome)
+
+    def _finished(self, att: Attempt, outcome: Outcome) -> None:
+        att.done = True
+        self.running -= 1
+        self._poke()
         if failpoints.ACTIVE:
             failpoints.hit("worker.after_handler")
         self.outbox.append((att, outcome))
@@ -297,8 +345,7 @@ class Worker:
 
     def _worth_waiting(self) -> bool:
         """Wait for more outcomes only while other handlers run and the batch has room."""
-        running = len(self.held) - len(self.outbox)
-        return running > 0 and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH)
+        return self.running > 0 and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH)
 
     async def _flush(self) -> None:
         while self.outbox:
@@ -306,7 +353,7 @@ class Worker:
             await self._finalize(batch)
             del self.outbox[: len(batch)]
             for att, _ in batch:
-                self.held.pop(att.id, None)
+                self.held.pop(att.entry, None)
             self.processed += len(batch)
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_finalize")
@@ -372,7 +419,7 @@ class Worker:
 
     def _apply_renewals(self, held: list[Attempt], statuses: list[int]) -> None:
         for att, status in zip(held, statuses, strict=True):
-            if att.handle is None or att.handle.done():
+            if att.done:
                 continue  # handler finished: its finalize (and the fence) decide from here
             if status == 0 and not att.lost:
                 att.lost = True

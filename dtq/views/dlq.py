@@ -111,7 +111,8 @@ def _selection(request: HttpRequest, queue: str) -> dict[str, Any]:
     """Return what the operator selected: some task ids, or every entry matching the filter."""
     scope = "matching" if request.POST.get("scope") == "matching" else "selected"
     chosen = [t for t in request.POST.getlist("task")[:MAX_SELECTED] if ids.is_valid(t)]
-    to_queue = queue_param(request.POST.get("to_queue")) or queue
+    typed = (request.POST.get("to_queue") or "").strip()
+    to_queue = queue_param(typed) if typed else queue
     return {"scope": scope, "tasks": chosen, "to_queue": to_queue, "flt": _filter(request.POST)}
 
 
@@ -134,6 +135,9 @@ def dlq_action(request: HttpRequest, site: AdminSite) -> HttpResponse:
     sel = _selection(request, queue)
     if sel["scope"] == "selected" and not sel["tasks"]:
         messages.warning(request, "Select entries first, or choose every matching entry.")
+        return _back(queue, sel["flt"])
+    if sel["to_queue"] is None:
+        messages.error(request, "Replay to queue: use 1-64 letters, digits, '_', '.' or '-'.")
         return _back(queue, sel["flt"])
     if request.POST.get("confirm") != "yes":
         context = page_context(

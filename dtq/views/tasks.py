@@ -122,7 +122,8 @@ def pretty(value: Any) -> str:
 
 def task_context(record: dict[str, Any]) -> dict[str, Any]:
     """Return what the task page and its live part show about one record."""
-    payload = record.get("payload") if isinstance(record.get("payload"), dict) else {}
+    raw = record.get("payload")
+    payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
     return {
         "task": dated(record),

@@ -22,7 +22,7 @@ import pytest
 from dtq.embedded import free_port
 from tests.conftest import ROOT, Env
 
-CHROMIUM = Path("/usr/bin/chromium")
+CHROMIUM = Path(os.environ.get("DTQ_CHROMIUM", "/usr/bin/chromium"))  # Debian's package
 CHROMIUM_ARGS = [
     "--headless",
     "--no-sandbox",

@@ -89,7 +89,7 @@ def test_replay_a_dead_lettered_task_and_watch_it_succeed(page, dtq_env: Env):
 
 
 def test_a_task_row_follows_its_state_live(page, dtq_env: Env):
-    result = tasks.hold.enqueue(1)
+    result = tasks.hold.enqueue(2)
     open_live(page, "/admin/dtq/taskqueue/tasks/?queue=tests")
     state = page.locator(f'#dtq-tasks tr[data-task="{result.id}"] [data-field="state"]')
     expect(state).to_have_text("QUEUED")

@@ -57,11 +57,15 @@ def lost(d: RunData) -> Check:
             where = by_redis if _redis_window(d, row["t"]) else bad
             where.append(f"{tid} ({row['cls']}): {rec['state'] if rec else 'no record'}")
     unacked = [t for t, m in analysis.tasks(d).items() if m.get("unacknowledged")]
-    summary = (
-        f"lost={len(bad)} of {len(d.accepted)} accepted; lost inside the AOF everysec window "
-        f"of a Redis SIGKILL (reported, not excused silently)={len(by_redis)}; "
-        f"kept although their submit was not acknowledged={len(unacked)}"
-    )
+    summary = f"lost={len(bad)} of {len(d.accepted)} accepted"
+    if d.snapshot.get("appendfsync") == "always":
+        summary += " (appendfsync always: no exception for a Redis SIGKILL)"
+    else:
+        summary += f"; lost by Redis itself in the last {REDIS_LOSS_WINDOW:.0f}s before a SIGKILL"
+        summary += f" (AOF everysec, reported apart)={len(by_redis)}"
+        if by_redis:
+            summary += " e.g. " + ", ".join(by_redis[:3])
+    summary += f"; kept although the submit saw an error={len(unacked)}"
     return _check("lost = 0", bad, summary)
 
 

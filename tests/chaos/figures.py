@@ -37,7 +37,7 @@ def faults(d: RunData) -> dict[str, dict[str, int]]:
         k: {
             "planned": n,
             "applied": tried[k] - skipped[k],
-            "skipped (no healthy target)": skipped[k],
+            "skipped (no target)": skipped[k],
         }
         for k, n in sorted(planned.items())
     }
@@ -99,6 +99,7 @@ def timing(d: RunData) -> dict[str, Any]:
     downs = [o.up - o.down for o in d.outages if o.up]
     out["Redis restarts"] = len(d.outages)
     out["longest Redis outage"] = _fmt(max(downs) if downs else None)
+    out["Redis outages longer than the lease"] = sum(1 for s in downs if s > d.config["lease"])
     if load and end:
         done = [analysis.finished_at(r) for r in d.records.values()]
         finished = sum(1 for t in done if t is not None and load <= t <= end)

@@ -8,11 +8,13 @@ These tests send the same script call twice, exactly as that retry does.
 
 from __future__ import annotations
 
+import signal
 from typing import Any
 
 import pytest
 
 import dtq
+from dtq.embedded import RedisServer
 from dtq.engine import layout, submit
 from dtq.engine.connection import get_client
 from dtq.engine.keys import GROUP
@@ -148,3 +150,47 @@ def test_completion_after_a_reclaim_is_still_rejected(dtq_env: Env) -> None:
     result.refresh()
     assert (result.state, result.attempt) == (dtq.TaskState.QUEUED, 1)
     assert dtq_env.stats()["stale"] == 1
+
+
+def test_worker_keeps_a_new_attempt_of_a_task_it_lost_while_paused(dtq_env: Env) -> None:
+    # Found by the chaos suite's Redis-outage probe: the worker tracked its attempts by task
+    # id, so when the zombie attempt 1 finished, it dropped attempt 2 of the same task from its
+    # heartbeat; attempt 2 was reclaimed from a live worker, then 3, until the DLQ.
+    only = dtq_env.worker()
+    dtq_env.spawn("dtq_reaper")
+    result = tasks.hold.enqueue(4.0)
+    wait_for(lambda: dtq_env.witnessed("hold"))
+    only.send_signal(signal.SIGSTOP)
+    try:
+        wait_for(lambda: dtq_env.stats().get("reclaimed"))  # attempt 1 taken back
+    finally:
+        only.send_signal(signal.SIGCONT)  # attempt 2 can only go to this same worker
+    wait_for(lambda: dtq.TaskResult.load(result.id).is_finished, timeout=30)
+
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 2)
+    assert [h["outcome"] for h in result.history] == ["lost", "succeeded"]
+    starts = [row for row in dtq_env.witnessed("hold") if row["phase"] == "start"]
+    assert [(row["pid"], row["attempt"]) for row in starts] == [(only.pid, 1), (only.pid, 2)]
+    assert dtq_env.stats()["reclaimed"] == 1
+    assert dtq_env.leftovers() == SETTLED
+
+
+def test_redis_outage_longer_than_the_lease_steals_no_running_task(
+    dtq_env: Env, private_redis: RedisServer
+) -> None:
+    # Nobody could renew a lease while Redis was down: right after it restarts, expired
+    # leases and silent heartbeats say nothing about the workers, so the reaper waits.
+    worker = dtq_env.worker()
+    dtq_env.spawn("dtq_reaper")
+    result = tasks.hold.enqueue(6.0)
+    wait_for(lambda: dtq_env.witnessed("hold"))
+    private_redis.restart(signal.SIGTERM, downtime=3.0)  # twice the 1.5 s lease
+    wait_for(lambda: dtq.TaskResult.load(result.id).is_finished, timeout=30)
+
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 1)
+    assert [row["phase"] for row in dtq_env.witnessed("hold")] == ["start", "end"]
+    assert dtq_env.stats().get("reclaimed", 0) == 0
+    assert worker.poll() is None
+    assert dtq_env.leftovers() == SETTLED
