@@ -47,7 +47,8 @@ class EpochField(serializers.Field):
     def to_representation(self, value: Any) -> str | None:
         if value is None:
             return None
-        return datetime.fromtimestamp(float(value), UTC).isoformat().replace("+00:00", "Z")
+        moment = datetime.fromtimestamp(float(value), UTC)
+        return moment.isoformat(timespec="milliseconds").replace("+00:00", "Z")
 
 
 def check_json_value(value: Any) -> Any:

@@ -151,7 +151,8 @@ class Reaper(Periodic):
         refs, args = [], []
         for entry_id, fields in entries:
             task_id = (fields or {}).get("t") or "gone"
-            refs.append(layout.TaskRef(task_id, queue, self._idem(task_id)))
+            idem = fields.get("i") if fields and "i" in fields else self._idem(task_id)
+            refs.append(layout.TaskRef(task_id, queue, idem))
             args += [1, band, entry_id]
         keys, argv = layout.build(self.keys, [queue], refs)
         redelivered, reclaimed, absorbed, _ = self.scripts.reconcile(

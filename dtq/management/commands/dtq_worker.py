@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -100,7 +101,7 @@ class Command(BaseCommand):
 
     def _supervise(self, options: dict[str, Any]) -> int:
         """Start one child worker per process and wait; signals are passed on to them."""
-        argv = [sys.executable, sys.argv[0], "dtq_worker"]
+        argv = [*_this_program(), "dtq_worker"]
         for queue in options["queues"] or []:
             argv += ["--queue", queue]
         for flag in ("concurrency", "max_tasks", "shutdown_timeout"):
@@ -127,3 +128,11 @@ class Command(BaseCommand):
         signal.signal(signal.SIGINT, forward)
         codes = [child.wait() for child in children]
         return max(codes)
+
+
+def _this_program() -> list[str]:
+    """Return the command line that started this process, up to the subcommand."""
+    main = sys.argv[0]
+    if main.endswith(os.path.join("django", "__main__.py")):
+        return [sys.executable, "-m", "django"]  # `python -m django`: re-run as a module
+    return [sys.executable, main]
