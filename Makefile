@@ -10,6 +10,7 @@ help:
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
 	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
 	@echo "make lint   - ruff"
+	@echo "make bench  - benchmark dtq against Celery, RQ, Dramatiq, Huey, arq, taskiq, saq (~15 min)"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -40,6 +41,16 @@ $(DJ60_STAMP): requirements.txt pyproject.toml
 
 test-django60: $(DJ60_STAMP)
 	$(DJ60_PY) -m pytest tests/test_backend*.py $(PYTEST_ARGS)
+
+# Benchmark against peer queues (bench/README.md, docs/performance.md): its own venv.
+bench:
+	bash bench/setup.sh
+	bench/.venv/bin/python bench/run.py $(BENCH_ARGS)
+
+# A few seconds, no thresholds: CI runs it so the harness never rots.
+bench-smoke:
+	bash bench/setup.sh
+	bench/.venv/bin/python bench/run.py --smoke
 
 # Fault injection (docs/reliability.md). SEED=n replays one run, SEEDS=n runs n random seeds,
 # CHAOS_DURATION=s changes the length of the faulted load (default 300 s).

@@ -158,16 +158,16 @@ def write(out_dir: str, meta: dict[str, Any], systems: list[System], skipped: di
 
 def chart(path: str, names: list[str], results: dict[str, Runs], meta: dict[str, Any]) -> None:
     """Grid of bar charts, one per column, medians per system (dtq highlighted)."""
-    fig, axes = plt.subplots(3, 5, figsize=(20, 11))
+    fig, axes = plt.subplots(3, 5, figsize=(20, 11), layout="constrained")
     colors = ["#d62728" if n == "dtq" else "#1f77b4" for n in names]
     for ax, (key, header, better) in zip(axes.flat, COLUMNS, strict=False):
         meds = [median_of(results[n], key) for n in names]
         vals = [v or 0.0 for v in meds]
         ax.bar(range(len(names)), vals, color=colors)
         for i, v in enumerate(meds):
-            if v is None:
-                ax.annotate("n/a", (i, 0), xytext=(0, 2), textcoords="offset points",
-                            ha="center", va="bottom", fontsize=7, annotation_clip=False)
+            if v is None:  # x in data units, y in axes units: works on log axes too
+                ax.text(i, 0.02, "n/a", transform=ax.get_xaxis_transform(), ha="center",
+                        va="bottom", fontsize=7)
         ax.set_xticks(range(len(names)), names, rotation=45, ha="right", fontsize=8)
         direction = "higher" if better == "hi" else "lower"
         ax.set_title(f"{_h(header, meta['plan'].cores)} ({direction} is better)", fontsize=9)
@@ -176,6 +176,5 @@ def chart(path: str, names: list[str], results: dict[str, Runs], meta: dict[str,
     for ax in list(axes.flat)[len(COLUMNS):]:
         ax.axis("off")
     fig.suptitle(f"dtq benchmark {meta['date']} — median of {meta['runs']} run(s)")
-    fig.tight_layout()
     fig.savefig(path, dpi=80)
     plt.close(fig)

@@ -133,8 +133,10 @@ class Recovery:
 
     task: str
     fault: str
+    at: float
     seconds: float
     rerun: bool  # False: the task was settled without another execution (DLQ, cancel)
+    redis_restart: bool  # Redis restarted in between: nothing can be reclaimed while it is down
 
 
 def recoveries(d: RunData) -> list[Recovery]:
@@ -145,11 +147,17 @@ def recoveries(d: RunData) -> list[Recovery]:
             continue
         for ex in in_flight(d, fault):
             later = [e for e in d.executions[ex.id] if e.start > fault.t and e is not ex]
+            done = finished_at(d.records.get(ex.id))
             if later:
-                out.append(Recovery(ex.id, fault.kind, later[0].start - fault.t, True))
-            elif (done := finished_at(d.records.get(ex.id))) is not None and done > fault.t:
-                out.append(Recovery(ex.id, fault.kind, done - fault.t, False))
+                out.append(_recovery(d, ex.id, fault, later[0].start, True))
+            elif done is not None and done > fault.t:
+                out.append(_recovery(d, ex.id, fault, done, False))
     return out
+
+
+def _recovery(d: RunData, task: str, fault: ProcessFault, until: float, rerun: bool) -> Recovery:
+    restart = any(fault.t <= o.down <= until for o in d.outages)
+    return Recovery(task, fault.kind, fault.t, until - fault.t, rerun, restart)
 
 
 @dataclass(slots=True)

@@ -25,7 +25,10 @@ def submissions(d: RunData) -> dict[str, int]:
     rows = [r for r in d.submissions if r["kind"] == "submit"]
     counts = Counter(("resubmit " if r.get("resubmit") else "") + r["result"] for r in rows)
     dropped = sum(r.get("dropped", 0) for r in d.submissions if r["kind"] == "load_end")
-    return {**dict(sorted(counts.items())), "skipped while Redis was down": dropped}
+    return {
+        **dict(sorted(counts.items())),
+        "not sent (driver blocked while Redis was down)": dropped,
+    }
 
 
 def faults(d: RunData) -> dict[str, dict[str, int]]:
@@ -79,15 +82,18 @@ def _fmt(value: float | None) -> str:
 def recovery(d: RunData) -> dict[str, Any]:
     """Return recovery times from a worker kill/pause/crash to the task's next execution."""
     found = analysis.recoveries(d)
-    reruns = [r.seconds for r in found if r.rerun]
-    return {
+    out: dict[str, Any] = {
         "executions caught by a fault": len(found),
-        "re-executed": len(reruns),
-        "settled without another run (DLQ, cancel)": len(found) - len(reruns),
-        "p50": _fmt(percentile(reruns, 50)),
-        "p95": _fmt(percentile(reruns, 95)),
-        "max": _fmt(max(reruns) if reruns else None),
+        "re-executed": sum(r.rerun for r in found),
+        "settled without another run (DLQ, cancel)": sum(not r.rerun for r in found),
     }
+    for label, restart in (("no Redis restart", False), ("Redis restarted", True)):
+        times = [r.seconds for r in found if r.rerun and r.redis_restart == restart]
+        quantiles = (percentile(times, 50), percentile(times, 95), max(times, default=None))
+        out[f"recovery, {label} in between (n={len(times)})"] = "p50 {} / p95 {} / max {}".format(
+            *(_fmt(v) for v in quantiles)
+        )
+    return out
 
 
 def timing(d: RunData) -> dict[str, Any]:

@@ -196,3 +196,12 @@ def huge_error(depth: int = 150) -> None:
         recurse(n - 1)
 
     recurse(depth)
+
+
+@dtq.task(queue_name="perf")
+def stamp(sent: float) -> None:
+    """Record how long the task waited between enqueue and handler start (benchmarks)."""
+    path = os.environ.get("DTQ_LATENCY_LOG")
+    if path:
+        with Path(path).open("a") as fh:
+            fh.write(f"{time.time() - sent}\n")
