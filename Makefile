@@ -64,6 +64,7 @@ chaos-short: $(STAMP)
 
 lint: $(STAMP)
 	$(PY) -m ruff check dtq dtq_project tests
+	$(PY) -m mypy dtq
 
 clean:
 	rm -rf $(VENV) var .pytest_cache

@@ -83,8 +83,8 @@ def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -
     return Submission(
         name=task.module_path,
         queue=task.queue_name,
-        args=normalize_json(list(args)),  # what django's own backends accept, no more
-        kwargs=normalize_json(dict(kwargs)),
+        args=normalize_json(list(args)),  # type: ignore[arg-type]  # a list stays a list
+        kwargs=normalize_json(dict(kwargs)),  # type: ignore[arg-type]  # a dict stays a dict
         priority=task.priority,
         max_attempts=int(option("max_attempts", s.DEFAULT_MAX_ATTEMPTS)),
         delay=_delay(task.run_after),
@@ -339,7 +339,7 @@ class DtqImmediateBackend(_DtqOptions, ImmediateBackend):  # type: ignore[misc]
         """Return a READY result now and run the task when the transaction commits."""
         self.validate_task(task)
         result = self._ready(task, args, kwargs)
-        self.on_commit(task, partial(self._execute_task, result))
+        self.on_commit(task, partial(self._execute_task, result))  # type: ignore[attr-defined]
         return result
 
 
@@ -356,5 +356,5 @@ class DtqDummyBackend(_DtqOptions, DummyBackend):  # type: ignore[misc]
         """Return a READY result now and store it when the transaction commits."""
         self.validate_task(task)
         result = self._ready(task, args, kwargs)
-        self.on_commit(task, partial(self._store_result, result))
+        self.on_commit(task, partial(self._store_result, result))  # type: ignore[attr-defined]
         return result

@@ -217,7 +217,7 @@ def check_redis(app_configs: Any = None, databases: Any = None, **kwargs: Any) -
         ]
     except Exception as exc:  # CONFIG may be disabled on managed Redis
         return [Warning(f"could not read Redis settings: {exc}", id="dtq.W003")]
-    return redis_warnings(info.get("redis_version", "0"), policy)
+    return redis_warnings(info.get("redis_version", "0"), policy or "noeviction")
 
 
 def redis_warnings(version: str, policy: str) -> list[Warning]:

@@ -91,7 +91,7 @@ class DtqTask(Task):
         unknown = sorted(set(options) - USING_OPTIONS)
         if unknown:
             raise TypeError(f"using() got unexpected option(s): {', '.join(unknown)}")
-        changes = dict(
+        changes: dict[str, Any] = dict(
             priority=priority, queue_name=queue_name, run_after=run_after, backend=backend
         )
         changes.update(options)
@@ -111,7 +111,7 @@ class DtqTask(Task):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DtqTaskResult(TaskResult):
+class DtqTaskResult(TaskResult):  # type: ignore[misc]  # the stubs miss frozen=True
     """A django.tasks TaskResult that also carries dtq's precise state and attempt."""
 
     state: TaskState = TaskState.QUEUED
@@ -138,7 +138,7 @@ class DtqTaskResult(TaskResult):
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DtqTaskContext(TaskContext):
+class DtqTaskContext(TaskContext):  # type: ignore[misc]  # the stubs miss frozen=True
     """The django TaskContext a dtq worker passes, plus cooperative cancellation."""
 
     cancel: threading.Event | None = field(default=None, repr=False, compare=False)
@@ -167,7 +167,8 @@ def _task_error(name: str, message: str = "", text: str | None = None) -> TaskEr
 
 def _final_error(record: dict[str, Any], state: TaskState, history: list[Any]) -> Any:
     """Return the error of a failure that no attempt recorded (expiry, cancel, operator)."""
-    error = record.get("error") if isinstance(record.get("error"), dict) else {}
+    raw_error = record.get("error")
+    error: dict[str, Any] = raw_error if isinstance(raw_error, dict) else {}
     last = history[-1] if history else {}
     if state == TaskState.EXPIRED:
         return _task_error("dtq.TaskExpired", "the task's TTL passed before it could start")

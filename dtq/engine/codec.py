@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import hashlib
+from collections.abc import Sequence
 from typing import Any
 
 import orjson
@@ -20,7 +21,7 @@ def loads(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
-def encode_payload(args: tuple[Any, ...] | list[Any], kwargs: dict[str, Any], limit: int) -> str:
+def encode_payload(args: Sequence[Any], kwargs: dict[str, Any], limit: int) -> str:
     """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes."""
     try:
         text = orjson.dumps({"args": list(args), "kwargs": kwargs})

@@ -155,7 +155,7 @@ async def execute(
     run on the pool, not on the loop, so their receivers may use the ORM.
     """
     entry = registry.get(att.name)
-    if not hasattr(entry, "started"):
+    if entry is None or not hasattr(entry, "started"):
         return await _execute(att, worker_id, context, pool, on_stuck)
     loop = asyncio.get_running_loop()
     try:
@@ -195,8 +195,8 @@ async def _execute(
     try:
         value = await _call(task, args, kwargs, att, pool, on_stuck)
     except TimeoutError:
-        exc = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
-        return failure(att, worker_id, exc, retryable=True)
+        timeout = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
+        return failure(att, worker_id, timeout, retryable=True)
     except asyncio.CancelledError:
         if att.cancel.is_set():
             return failure(att, worker_id, TaskCancelled("cancelled on request"), False)

@@ -91,7 +91,8 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
         task_id = ids.new_id(shard)
     keys = Keys(prefix or s.KEY_PREFIX, shard)
     ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
-    key_list, argv = layout.build(keys, [sub.queue], [ref])
+    key_list, header = layout.build(keys, [sub.queue], [ref])
+    argv: list[Any] = list(header)
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)

@@ -16,16 +16,17 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, failpoints, layout
+from dtq.engine import failpoints, layout
 from dtq.engine.connection import new_async_client
 from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
 from dtq.engine.keys import Keys
+from dtq.engine.liveness import LivenessMixin
 from dtq.engine.scripts import Scripts
 
 log = logging.getLogger("dtq.worker")
 
 
-class Worker:
+class Worker(LivenessMixin):
     """Runs tasks from a set of queues until stopped; one asyncio loop per process."""
 
     def __init__(
@@ -387,78 +388,3 @@ class Worker:
                     att.id,
                     att.attempt,
                 )
-
-    # ----- heartbeat -------------------------------------------------------------------
-
-    async def _heartbeat_loop(self) -> None:
-        interval = float(dtq_settings.HEARTBEAT_INTERVAL)
-        while True:
-            try:
-                await self._heartbeat()
-            except RedisError as exc:
-                log.warning("redis error during heartbeat: %s", exc)
-            await asyncio.sleep(interval)
-
-    async def _heartbeat(self) -> None:
-        """Renew the leases of held attempts and publish this worker's liveness."""
-        held = list(self.held.values())
-        now = time.time()
-        pipe = self._client.pipeline(transaction=False)
-        if held:
-            refs = [layout.TaskRef(att.id, att.queue) for att in held]
-            keys, argv = layout.build(self.keys, [], refs)
-            args = [a for att in held for a in (att.id, att.entry, att.attempt)]
-            lease_ms = int(dtq_settings.lease_timeout * 1000)
-            await self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
-        pipe.zadd(self.keys.workers, {self.worker_id: now})
-        pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
-        pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
-        replies = await pipe.execute()
-        if held:
-            self._apply_renewals(held, replies[0])
-
-    def _apply_renewals(self, held: list[Attempt], statuses: list[int]) -> None:
-        for att, status in zip(held, statuses, strict=True):
-            if att.done:
-                continue  # handler finished: its finalize (and the fence) decide from here
-            if status == 0 and not att.lost:
-                att.lost = True
-                log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
-            elif status == 2 and not att.cancel.is_set():
-                att.cancel.set()
-                if att.handle is not None and self._registry_is_async(att):
-                    att.handle.cancel()
-
-    @staticmethod
-    def _registry_is_async(att: Attempt) -> bool:
-        from dtq.engine import registry
-
-        task = registry.get(att.name)
-        return bool(task is not None and task.is_async)
-
-    def _info(self, now: float) -> dict[str, Any]:
-        return {
-            "id": self.worker_id,
-            "host": socket.gethostname(),
-            "pid": os.getpid(),
-            "queues": codec.dumps(self.queues),
-            "concurrency": self.concurrency,
-            "in_flight": len(self.held),
-            "stuck": len(self.stuck),
-            "processed": self.processed,
-            "heartbeat": now,
-            "state": "draining" if self.stopping else "running",
-        }
-
-    async def _deregister(self) -> None:
-        try:
-            keys, argv = layout.build(self.keys, self.queues)
-            holding = await self._scripts.forget_consumer(keys=keys, args=[*argv, self.worker_id])
-            if holding:
-                return  # entries still pending under our name: the reaper settles them
-            pipe = self._client.pipeline(transaction=False)
-            pipe.zrem(self.keys.workers, self.worker_id)
-            pipe.delete(self.keys.worker(self.worker_id))
-            await pipe.execute()
-        except RedisError as exc:
-            log.warning("could not deregister worker_id=%s: %s", self.worker_id, exc)

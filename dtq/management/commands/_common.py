@@ -69,7 +69,7 @@ def warn_about_redis() -> None:
         policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "noeviction")
     except RedisError:
         policy = "noeviction"  # CONFIG is disabled on some managed services
-    for warning in redis_warnings(version, policy):
+    for warning in redis_warnings(version, policy or "noeviction"):
         log.warning("%s (%s) %s", warning.msg, warning.id, warning.hint)
 
 
