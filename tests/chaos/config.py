@@ -26,6 +26,7 @@ class ChaosConfig:
     """Everything a run depends on; with the same seed, the same schedule and load plan."""
 
     seed: int
+    profile: str = "full"  # full (make chaos) or short (CI)
     duration: float = 300.0  # seconds of load under faults
     rate: float = 10.0  # submissions per second
     workers: int = 4
@@ -73,6 +74,15 @@ class ChaosConfig:
             "EVENT_STREAM_MAXLEN": 1_000_000,
         }
 
+    def replay_command(self) -> str:
+        """Return the command that replays this run's schedule and load."""
+        fsync = "" if self.appendfsync == "always" else f" --appendfsync {self.appendfsync}"
+        if self.profile == "short":
+            return f".venv/bin/python -m tests.chaos.run --short --seed {self.seed}{fsync}"
+        extra = "" if self.duration == 300 else f" CHAOS_DURATION={self.duration:g}"
+        extra += f' CHAOS_ARGS="{fsync.strip()}"' if fsync else ""
+        return f"make chaos SEED={self.seed}{extra}"
+
     def as_dict(self) -> dict[str, Any]:
         """Return the config as JSON-ready data (written next to the evidence)."""
         return asdict(self)
@@ -92,6 +102,7 @@ def short(seed: int, **changes: Any) -> ChaosConfig:
     """The CI profile: the same mix and fault kinds, compressed to fit in about a minute."""
     base = ChaosConfig(
         seed=seed,
+        profile="short",
         duration=28.0,
         rate=9.0,
         workers=3,

@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from tests.chaos.check import Check
+from tests.chaos.config import ChaosConfig
 from tests.chaos.figures import all_figures
 from tests.chaos.model import RunData
 
@@ -28,6 +29,7 @@ def _column_order(name: str) -> tuple[int, str]:
 def render(d: RunData, checks: list[Check]) -> str:
     """Return the whole report."""
     cfg = d.config
+    replay = ChaosConfig.from_dict(cfg).replay_command()
     passed = sum(c.ok for c in checks)
     lines = [
         f"# Chaos report: seed {cfg['seed']}",
@@ -36,7 +38,7 @@ def render(d: RunData, checks: list[Check]) -> str:
         f"{d.snapshot.get('appendfsync', '?')}; {cfg['workers']} workers x {cfg['concurrency']}"
         f", {cfg['schedulers']} schedulers, {cfg['reapers']} reapers; {cfg['duration']:.0f}s of "
         f"load at {cfg['rate']}/s; heartbeat {cfg['heartbeat']}s, lease {cfg['lease']}s, "
-        f"visibility {cfg['visibility']}s. Replay: `make chaos SEED={cfg['seed']}`.",
+        f"visibility {cfg['visibility']}s. Replay: `{replay}`.",
         "",
         f"## Invariants: {passed}/{len(checks)} hold",
         "",

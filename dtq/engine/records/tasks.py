@@ -1,0 +1,71 @@
+"""Read side: single task records and their results."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dtq.conf import dtq_settings
+from dtq.engine import codec, ids
+from dtq.engine.connection import get_client
+from dtq.engine.keys import Keys
+
+INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
+MS_FIELDS = (
+    "created_at",
+    "enqueued_at",
+    "started_at",
+    "finished_at",
+    "updated_at",
+    "run_after",
+    "expires_at",
+    "lease",
+)
+JSON_FIELDS = ("payload", "retry", "error", "history")
+
+
+def keys_for(task_id: str) -> Keys:
+    """Return the Keys of the shard a task id belongs to."""
+    return Keys(dtq_settings.KEY_PREFIX, ids.shard_of(task_id))
+
+
+def decode_record(raw: dict[str, str]) -> dict[str, Any]:
+    """Convert a raw task hash into typed values (ms -> seconds, JSON fields decoded)."""
+    record: dict[str, Any] = dict(raw)
+    for name in INT_FIELDS:
+        if raw.get(name):
+            record[name] = int(raw[name])
+    for name in MS_FIELDS:
+        value = raw.get(name)
+        record[name] = int(value) / 1000 if value and value != "0" else None
+    for name in JSON_FIELDS:
+        record[name] = _json_or_raw(raw.get(name))
+    record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None
+    record["cancel_requested"] = raw.get("cancel") == "1"
+    return record
+
+
+def _json_or_raw(value: str | None) -> Any:
+    # A damaged field is shown as it is rather than hiding the whole record.
+    if not value:
+        return None
+    try:
+        return codec.loads(value)
+    except ValueError:
+        return value
+
+
+def get_task(task_id: str) -> dict[str, Any] | None:
+    """Return a task's record with its result (key 'result', JSON-decoded), or None."""
+    if not ids.is_valid(task_id):
+        return None
+    keys = keys_for(task_id)
+    pipe = get_client().pipeline(transaction=False)
+    pipe.hgetall(keys.task(task_id))
+    pipe.get(keys.result(task_id))
+    raw, result = pipe.execute()
+    if not raw:
+        return None
+    record = decode_record(raw)
+    record["has_result"] = result is not None
+    record["result"] = codec.loads(result) if result is not None else None
+    return record
