@@ -46,64 +46,59 @@ def _error(msg: str, hint: str, n: int) -> Error:
     return Error(msg, hint=hint, id=f"dtq.E{n:03d}")
 
 
-def _setting_errors() -> list[Error]:
-    s = dtq_settings
+def _positive_errors() -> list[Error]:
+    """Check the settings that must be positive numbers."""
     errors = []
     for name in POSITIVE_NUMBERS:
-        value = getattr(s, name)
+        value = getattr(dtq_settings, name)
         if isinstance(value, bool) or not isinstance(value, (int, float)) or value <= 0:
-            errors.append(
-                _error(
-                    f"DTQ['{name}'] must be a positive number, got {value!r}",
-                    f"Remove it to use the default ({DEFAULTS[name]}).",
-                    2,
-                )
-            )
-    if not isinstance(s.REDIS_URL, str) or not s.REDIS_URL.startswith(
-        ("redis://", "rediss://", "unix://")
-    ):
-        errors.append(
-            _error(
-                f"DTQ['REDIS_URL'] is not a Redis URL: {s.REDIS_URL!r}",
-                "Use redis://host:port/db, rediss://... or unix:///path.",
-                3,
-            )
-        )
-    if not isinstance(s.KEY_PREFIX, str) or not QUEUE_NAME.match(s.KEY_PREFIX):
-        errors.append(
-            _error(
-                f"DTQ['KEY_PREFIX'] is invalid: {s.KEY_PREFIX!r}",
-                "Use letters, digits, '_', '.' or '-' (no ':' or braces).",
-                4,
-            )
-        )
-    if s.SHARDS != 1:
-        errors.append(
-            _error(
-                "DTQ['SHARDS'] must be 1 in this version",
-                "Keys and ids carry a shard, but workers read one shard only.",
-                5,
-            )
-        )
-    if not isinstance(s.TASK_MODULES, (list, tuple)) or not all(
-        isinstance(m, str) for m in s.TASK_MODULES
-    ):
-        errors.append(
-            _error(
-                "DTQ['TASK_MODULES'] must be a list of module paths",
-                "For example ['myproject.jobs'].",
-                6,
-            )
-        )
-    if not isinstance(s.DEFAULT_QUEUE, str) or not QUEUE_NAME.match(s.DEFAULT_QUEUE):
-        errors.append(
-            _error(
-                f"DTQ['DEFAULT_QUEUE'] is invalid: {s.DEFAULT_QUEUE!r}",
-                "Use 1-64 letters, digits, '_', '.' or '-'.",
-                7,
-            )
-        )
+            msg = f"DTQ['{name}'] must be a positive number, got {value!r}"
+            errors.append(_error(msg, f"Remove it to use the default ({DEFAULTS[name]}).", 2))
     return errors
+
+
+def _name_ok(value: Any) -> bool:
+    return isinstance(value, str) and bool(QUEUE_NAME.match(value))
+
+
+def _setting_errors() -> list[Error]:
+    """Check the connection, naming and module settings."""
+    s = dtq_settings
+    problems = [
+        (
+            not isinstance(s.REDIS_URL, str)
+            or not s.REDIS_URL.startswith(("redis://", "rediss://", "unix://")),
+            f"DTQ['REDIS_URL'] is not a Redis URL: {s.REDIS_URL!r}",
+            "Use redis://host:port/db, rediss://... or unix:///path.",
+            3,
+        ),
+        (
+            not _name_ok(s.KEY_PREFIX),
+            f"DTQ['KEY_PREFIX'] is invalid: {s.KEY_PREFIX!r}",
+            "Use letters, digits, '_', '.' or '-' (no ':' or braces).",
+            4,
+        ),
+        (
+            s.SHARDS != 1,
+            "DTQ['SHARDS'] must be 1 in this version",
+            "Keys and ids carry a shard, but workers read one shard only.",
+            5,
+        ),
+        (
+            not isinstance(s.TASK_MODULES, (list, tuple))
+            or not all(isinstance(m, str) for m in s.TASK_MODULES),
+            "DTQ['TASK_MODULES'] must be a list of module paths",
+            "For example ['myproject.jobs'].",
+            6,
+        ),
+        (
+            not _name_ok(s.DEFAULT_QUEUE),
+            f"DTQ['DEFAULT_QUEUE'] is invalid: {s.DEFAULT_QUEUE!r}",
+            "Use 1-64 letters, digits, '_', '.' or '-'.",
+            7,
+        ),
+    ]
+    return _positive_errors() + [_error(m, h, n) for bad, m, h, n in problems if bad]
 
 
 def _is_number(value: Any) -> bool:
@@ -117,24 +112,49 @@ def _limit_errors() -> list[Error]:
     for name in ("DEFAULT_TIMEOUT", "LEASE_TIMEOUT"):
         value = getattr(s, name)
         if value is not None and (not _is_number(value) or value <= 0):
-            errors.append(_error(f"DTQ['{name}'] must be None or a positive number, got {value!r}",
-                                 "Remove it to use the default.", 10))
+            errors.append(
+                _error(
+                    f"DTQ['{name}'] must be None or a positive number, got {value!r}",
+                    "Remove it to use the default.",
+                    10,
+                )
+            )
     if not _is_number(s.RETRY_JITTER) or not 0 <= s.RETRY_JITTER <= 1:
-        errors.append(_error(f"DTQ['RETRY_JITTER'] must be between 0 and 1, got {s.RETRY_JITTER!r}",
-                             "0 disables jitter; 0.5 spreads delays by +/-50%.", 11))
+        errors.append(
+            _error(
+                f"DTQ['RETRY_JITTER'] must be between 0 and 1, got {s.RETRY_JITTER!r}",
+                "0 disables jitter; 0.5 spreads delays by +/-50%.",
+                11,
+            )
+        )
     if not _is_number(s.FINALIZE_FLUSH_MS) or s.FINALIZE_FLUSH_MS < 0:
-        errors.append(_error(f"DTQ['FINALIZE_FLUSH_MS'] must be >= 0, got {s.FINALIZE_FLUSH_MS!r}",
-                             "0 flushes every outcome at once.", 12))
+        errors.append(
+            _error(
+                f"DTQ['FINALIZE_FLUSH_MS'] must be >= 0, got {s.FINALIZE_FLUSH_MS!r}",
+                "0 flushes every outcome at once.",
+                12,
+            )
+        )
     depths = s.QUEUE_MAX_DEPTH
     if not isinstance(s.MAX_QUEUE_DEPTH, int) or s.MAX_QUEUE_DEPTH < 0:
-        errors.append(_error(f"DTQ['MAX_QUEUE_DEPTH'] must be a whole number >= 0, got "
-                             f"{s.MAX_QUEUE_DEPTH!r}", "0 means unlimited.", 13))
+        errors.append(
+            _error(
+                f"DTQ['MAX_QUEUE_DEPTH'] must be a whole number >= 0, got {s.MAX_QUEUE_DEPTH!r}",
+                "0 means unlimited.",
+                13,
+            )
+        )
     if not isinstance(depths, dict) or not all(
         isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
         for q, n in depths.items()
     ):
-        errors.append(_error("DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
-                             "For example {'emails': 10000}.", 14))
+        errors.append(
+            _error(
+                "DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
+                "For example {'emails': 10000}.",
+                14,
+            )
+        )
     return errors
 
 
