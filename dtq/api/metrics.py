@@ -2,7 +2,8 @@
 
 Counters are the per-queue stats hashes the Lua scripts keep in Redis; they are totals since
 the queue's first task, so rates come from PromQL's rate(). Gauges are read at scrape time.
-No latency histograms: the engine records no latency distribution to export.
+Latency histograms (wait: enqueue to start; run: start to finish) are counted by the claim and
+finalize scripts into the same hashes.
 """
 
 from __future__ import annotations
@@ -69,11 +70,31 @@ def _queue_lines(queues: list[records.QueueOverview]) -> list[str]:
     return lines + _family("dtq_queue_paused", "gauge", "1 when the queue is paused", paused)
 
 
+HISTOGRAMS = {
+    "wait": ("dtq_task_wait_seconds", "Seconds from enqueue (or retry promotion) to start"),
+    "run": ("dtq_task_run_seconds", "Seconds from start to recorded outcome, per attempt"),
+}
+
+
+def _histogram_lines(queues: list[records.QueueOverview]) -> list[str]:
+    lines: list[str] = []
+    for kind, (name, text) in HISTOGRAMS.items():
+        lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
+        for q in queues:
+            hist, label = q["latency"][kind], q["name"]
+            for bound, count in hist["buckets"]:
+                le = "+Inf" if bound == float("inf") else repr(bound)
+                lines.append(f'{name}_bucket{{queue="{label}",le="{le}"}} {count}')
+            lines.append(f'{name}_sum{{queue="{label}"}} {hist["sum"]}')
+            lines.append(f'{name}_count{{queue="{label}"}} {hist["count"]}')
+    return lines
+
+
 def render() -> str:
     """Return the exposition text for every known queue, the workers and processes."""
     queues = records.overview()
     workers = records.workers()
-    lines = _queue_lines(queues)
+    lines = _queue_lines(queues) + _histogram_lines(queues)
     live = sum(1 for w in workers if w["alive"])
     lines += _family("dtq_workers_live", "gauge", "Workers with a fresh heartbeat", [("", live)])
     lines += _family("dtq_workers_registered", "gauge", "Workers registered", [("", len(workers))])

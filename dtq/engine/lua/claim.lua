@@ -17,7 +17,7 @@ for ti = 1, NT do
   local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
-    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker')
+    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at')
   local id, state = r[1], r[2]
   if state == 'RUNNING' and r[3] == eid and r[13] == worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
@@ -51,6 +51,7 @@ for ti = 1, NT do
     redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
       'lease', NOW + lease_ms)
     redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    observe(qi, 'wait', NOW - tonumber(r[14] or NOW))
     move(tk, id, qi, 'QUEUED', 'RUNNING')
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
     for _, v in ipairs({id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10], r[11]}) do

@@ -18,7 +18,7 @@ for ti = 1, NT do
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
-  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt')
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
   -- redis-py resends a call whose reply a dropped connection lost: the entry (worker, times)
@@ -30,6 +30,7 @@ for ti = 1, NT do
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
     table.insert(out, 0)
   else
+    observe(qi, 'run', NOW - tonumber(r[5] or NOW))
     add_history(tk, history)
     redis.call('HDEL', tk, 'lease')
     redis.call('ZREM', KEYS[K_RUNNING], id)

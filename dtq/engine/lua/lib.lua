@@ -58,6 +58,23 @@ local function count(qi, field, n)
   end
 end
 
+-- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
+-- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger), h_<kind>_sum (ms) and
+-- h_<kind>_count. Keep LATENCY_BUCKETS in step with records.LATENCY_BUCKETS_MS.
+local LATENCY_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
+  300000}
+local function observe(qi, kind, ms)
+  if not ms or ms < 0 then return end
+  local i = #LATENCY_BUCKETS + 1
+  for b, bound in ipairs(LATENCY_BUCKETS) do
+    if ms <= bound then i = b; break end
+  end
+  local stats = qkey(qi, Q_STATS)
+  redis.call('HINCRBY', stats, 'h_' .. kind .. '_' .. i, 1)
+  redis.call('HINCRBY', stats, 'h_' .. kind .. '_sum', math.floor(ms))
+  redis.call('HINCRBY', stats, 'h_' .. kind .. '_count', 1)
+end
+
 -- Move a task record between states, keeping indexes, counters and retention in step.
 local function move(tk, id, qi, old, new)
   if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end

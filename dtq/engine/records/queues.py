@@ -58,6 +58,33 @@ class QueueOverview(TypedDict):
     dlq: int
     counters: dict[str, int]
     oldest_waiting_age: float | None  # seconds the oldest QUEUED task has waited
+    latency: dict[str, Histogram]  # "wait" (enqueue to start) and "run" (start to finish)
+
+
+class Histogram(TypedDict):
+    """A cumulative latency histogram, Prometheus-style: counts per upper bound in seconds."""
+
+    buckets: list[tuple[float, int]]  # (upper bound in seconds, count <= bound); last is +inf
+    sum: float  # seconds
+    count: int
+
+
+# Upper bounds in ms of the buckets lib.lua's observe() counts into; keep the two in step.
+LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+
+
+def histogram(stats: dict[str, str], kind: str) -> Histogram:
+    """Build the cumulative histogram `kind` ('wait' or 'run') from a queue's stats hash."""
+    bounds = [b / 1000 for b in LATENCY_BUCKETS_MS] + [float("inf")]
+    total, buckets = 0, []
+    for i, bound in enumerate(bounds, start=1):
+        total += int(stats.get(f"h_{kind}_{i}", 0))
+        buckets.append((bound, total))
+    return {
+        "buckets": buckets,
+        "sum": int(stats.get(f"h_{kind}_sum", 0)) / 1000,
+        "count": int(stats.get(f"h_{kind}_count", 0)),
+    }
 
 
 def _keys() -> Keys:
@@ -113,7 +140,9 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     counts = replies[2 * nb : 2 * nb + ns]
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
     dlq, stats, oldest = replies[2 * nb + ns :]
-    counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items()}
+    counters = dict.fromkeys(COUNTERS, 0) | {
+        k: int(v) for k, v in stats.items() if not k.startswith("h_")
+    }
     return {
         "name": queue,
         "paused": paused,
@@ -126,6 +155,7 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
         "scheduled": sum(states[s] for s in SCHEDULED_STATES),
         "dlq": int(dlq),
         "counters": counters,
+        "latency": {kind: histogram(stats, kind) for kind in ("wait", "run")},
         "oldest_waiting_age": max(now_ms - oldest[0][1], 0) / 1000 if oldest else None,
     }
 

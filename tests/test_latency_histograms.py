@@ -1,0 +1,36 @@
+"""Wait and run latency histograms, counted by the scripts and exported to Prometheus."""
+
+import pytest
+
+from dtq.api.metrics import render
+from dtq.engine import records
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.slow
+
+
+def test_claim_and_finalize_count_latencies(dtq_env):
+    for i in range(3):
+        tasks.record.enqueue(i)
+    tasks.hold.enqueue(0.3)
+    assert dtq_env.worker("--burst", "--concurrency", "4").wait(60) == 0
+
+    latency = records.queue_overview("tests")["latency"]
+    run, wait = latency["run"], latency["wait"]
+    assert run["count"] == 4 and wait["count"] == 4
+    buckets = dict(run["buckets"])
+    assert buckets[0.25] == 3  # the three quick ones
+    assert buckets[float("inf")] == 4  # and the 0.3 s one
+    assert 0.3 <= run["sum"] < 5
+    assert [count for _, count in run["buckets"]] == sorted(c for _, c in run["buckets"])
+    assert "h_run_sum" not in records.queue_overview("tests")["counters"]
+
+
+def test_metrics_export_histograms(dtq_env):
+    tasks.record.enqueue(1)
+    assert dtq_env.worker("--burst").wait(60) == 0
+    text = render()
+    assert "# TYPE dtq_task_run_seconds histogram" in text
+    assert 'dtq_task_run_seconds_bucket{queue="tests",le="+Inf"} 1' in text
+    assert 'dtq_task_wait_seconds_count{queue="tests"} 1' in text
+    assert 'dtq_task_wait_seconds_bucket{queue="tests",le="0.005"}' in text
