@@ -115,15 +115,26 @@ def lost_attempts(d: RunData) -> list[LostAttempt]:
     return out
 
 
-def in_flight(d: RunData, fault: ProcessFault) -> list[Execution]:
-    """Return the executions the faulted process was running when the fault hit."""
+def lost_set(d: RunData) -> set[tuple[str, int]]:
+    """Return (task, attempt) of every attempt the reaper took back."""
+    return {
+        (tid, h["attempt"])
+        for tid, rec in d.records.items()
+        for h in rec.get("history") or []
+        if h.get("outcome") == "lost"
+    }
+
+
+def in_flight(d: RunData, fault: ProcessFault, lost: set[tuple[str, int]]) -> list[Execution]:
+    """Return the executions the fault cost: running when it hit, or finished with the outcome
+    not yet recorded (the inherent window: the reaper had to take the attempt back)."""
     return [
         ex
         for runs in d.executions.values()
         for ex in runs
         if ex.pid == fault.pid
         and ex.start <= fault.t + SLACK
-        and (ex.end is None or ex.end >= fault.t)
+        and (ex.end is None or ex.end >= fault.t or (ex.id, ex.attempt) in lost)
     ]
 
 
@@ -134,6 +145,7 @@ class Recovery:
     task: str
     fault: str
     at: float
+    finished: bool  # the handler had finished; only its outcome was not recorded yet
     seconds: float
     rerun: bool  # False: the task was settled without another execution (DLQ, cancel)
     redis_restart: bool  # Redis restarted in between: nothing can be reclaimed while it is down
@@ -141,23 +153,26 @@ class Recovery:
 
 def recoveries(d: RunData) -> list[Recovery]:
     """Return the recovery of every execution in flight at a worker kill, pause or crash."""
-    out = []
+    out, lost = [], lost_set(d)
     for fault in d.process_faults:
         if fault.role != "worker" or fault.kind not in ("kill", "pause", "crash"):
             continue
-        for ex in in_flight(d, fault):
+        for ex in in_flight(d, fault, lost):
             later = [e for e in d.executions[ex.id] if e.start > fault.t and e is not ex]
             done = finished_at(d.records.get(ex.id))
             if later:
-                out.append(_recovery(d, ex.id, fault, later[0].start, True))
+                out.append(_recovery(d, ex, fault, later[0].start, True))
             elif done is not None and done > fault.t:
-                out.append(_recovery(d, ex.id, fault, done, False))
+                out.append(_recovery(d, ex, fault, done, False))
     return out
 
 
-def _recovery(d: RunData, task: str, fault: ProcessFault, until: float, rerun: bool) -> Recovery:
+def _recovery(
+    d: RunData, ex: Execution, fault: ProcessFault, until: float, rerun: bool
+) -> Recovery:
     restart = any(fault.t <= o.down <= until for o in d.outages)
-    return Recovery(task, fault.kind, fault.t, until - fault.t, rerun, restart)
+    finished = ex.end is not None and ex.end < fault.t
+    return Recovery(ex.id, fault.kind, fault.t, finished, until - fault.t, rerun, restart)
 
 
 @dataclass(slots=True)

@@ -83,7 +83,10 @@ def recovery(d: RunData) -> dict[str, Any]:
     """Return recovery times from a worker kill/pause/crash to the task's next execution."""
     found = analysis.recoveries(d)
     out: dict[str, Any] = {
-        "executions caught by a fault": len(found),
+        "executions caught by a fault (attempts it cost)": len(found),
+        "  of which the handler had finished, outcome not recorded yet": sum(
+            r.finished for r in found
+        ),
         "re-executed": sum(r.rerun for r in found),
         "settled without another run (DLQ, cancel)": sum(not r.rerun for r in found),
     }
