@@ -54,6 +54,26 @@ def test_stale_entry_of_a_queued_task_is_absorbed(dtq_env: Env) -> None:
     assert dtq_env.leftovers() == SETTLED
 
 
+def test_stale_entry_with_the_same_id_in_another_band_is_absorbed(dtq_env: Env) -> None:
+    # Entry ids are unique per stream only: an entry of another band can carry the very id
+    # of the task's delivery (two XADDs in one millisecond). It must still be absorbed.
+    result = tasks.record.enqueue("once")
+    delivery = dtq_env.client.hget(dtq_env.keys.task(result.id), "delivery")
+    stale = str(
+        dtq_env.client.xadd(
+            dtq_env.keys.stream("tests", HIGH_BAND), {"t": result.id, "a": 1}, id=delivery
+        )
+    )
+    assert stale == delivery
+    dtq_env.worker()
+    wait_for(finished(result))
+
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 1)
+    assert len(dtq_env.witnessed("record")) == 1
+    assert dtq_env.stats()["absorbed"] == 1
+    assert dtq_env.leftovers() == SETTLED
+
+
 def test_duplicate_of_a_running_task_is_absorbed(dtq_env: Env) -> None:
     dtq_env.worker()
     result = tasks.hold.enqueue(0.8)

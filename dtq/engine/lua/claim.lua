@@ -17,9 +17,12 @@ for ti = 1, NT do
   local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
-    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at')
+    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at',
+    'band', 'queue')
   local id, state = r[1], r[2]
-  if state == 'RUNNING' and r[3] == eid and r[13] == worker then
+  -- Entry ids are unique per stream only: the delivery is this entry of this stream.
+  local current = r[3] == eid and r[15] == band and r[16] == qname(qi)
+  if state == 'RUNNING' and current and r[13] == worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
@@ -28,7 +31,7 @@ for ti = 1, NT do
     for _, v in ipairs({id, eid, qi, band, r[5], r[6], tonumber(r[7]), r[8], r[9], r[10], r[11]}) do
       table.insert(out, v)
     end
-  elseif not id or state ~= 'QUEUED' or r[3] ~= eid then
+  elseif not id or state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
     emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})

@@ -12,16 +12,19 @@ for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 3
   local qi, band, eid = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
-  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'lease', 'attempt')
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'lease', 'attempt', 'band',
+    'queue')
   local id, state = r[1], r[2]
-  if id and r[3] == eid and state == 'RUNNING' then
+  -- Entry ids are unique per stream only: the delivery is this entry of this stream.
+  local current = id and r[3] == eid and r[6] == band and r[7] == qname(qi)
+  if current and state == 'RUNNING' then
     if tonumber(r[4] or '0') > NOW then
       left = left + 1
     else
       reclaim_lost(tk, ik, id, qi, use_dlq)
       reclaimed = reclaimed + 1
     end
-  elseif id and r[3] == eid and state == 'QUEUED' then
+  elseif current and state == 'QUEUED' then
     -- Read by a consumer that died before claiming it: deliver it afresh, same attempt.
     ack(qi, band, eid)
     deliver(tk, id, qi, band, tonumber(r[5]) + 1)
