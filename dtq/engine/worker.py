@@ -222,10 +222,13 @@ class Worker(LivenessMixin):
         keys, argv = layout.build(self.keys, self.queues, refs)
         lease_ms = int(dtq_settings.lease_timeout * 1000)
         reply = await self._scripts.claim(keys=keys, args=[*argv, self.worker_id, lease_ms, *args])
-        for i in range(0, len(reply), 11):
-            self._start(Attempt(*self._attempt_fields(reply[i : i + 11])))
-        if failpoints.ACTIVE and reply:
-            failpoints.hit("worker.after_claim")
+        attempts = [
+            Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
+        ]
+        if failpoints.ACTIVE and attempts:
+            failpoints.hit("worker.after_claim")  # before any handler can start on the pool
+        for att in attempts:
+            self._start(att)
 
     def _attempt_fields(self, row: list[Any]) -> tuple[Any, ...]:
         task_id, eid, qi, band, name, payload, attempt, max_attempts, timeout, retry, idem = row
