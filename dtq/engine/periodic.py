@@ -98,19 +98,25 @@ class Periodic:
         thread.start()
         return thread
 
-    def refs_of(self, task_ids: list[str]) -> tuple[list[str], list[layout.TaskRef], list[int]]:
-        """Look up the queue of each task in one round trip.
+    def due(self, zset: str, batch: int) -> list[str]:
+        """Return up to batch members of a zset scored by time whose time has come."""
+        now_ms = int(time.time() * 1000)
+        return list(self.client.zrangebyscore(zset, "-inf", now_ms, start=0, num=batch))
 
-        Returns (queues, task refs, queue index per task) ready for layout.build. A task whose
-        record is gone gets the default queue: scripts only need some block to drop it.
+    def script_inputs(self, task_ids: list[str]) -> tuple[list[str], list[Any], list[Any]]:
+        """Look up each task's queue in one round trip and lay out a batch script call.
+
+        Returns (KEYS, ARGV header, (queue index, task id) pairs). A task whose record is gone
+        gets the default queue: scripts only need some block to drop it.
         """
         pipe = self.client.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.hmget(self.keys.task(task_id), "queue", "idem")
         queues: list[str] = []
-        refs, indexes = [], []
+        refs, pairs = [], []
         for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True):
             queue = queue or dtq_settings.DEFAULT_QUEUE
-            indexes.append(layout.queue_index(queues, queue))
+            pairs += [layout.queue_index(queues, queue), task_id]
             refs.append(layout.TaskRef(task_id, queue, idem or ""))
-        return queues, refs, indexes
+        keys, argv = layout.build(self.keys, queues, refs)
+        return keys, list(argv), pairs

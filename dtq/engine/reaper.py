@@ -64,15 +64,11 @@ class Reaper(Periodic):
 
     def reclaim_expired_leases(self) -> int:
         """Requeue (or dead-letter) RUNNING tasks whose lease ran out."""
-        batch = int(dtq_settings.REAPER_BATCH)
-        now_ms = int(time.time() * 1000)
-        ids = self.client.zrangebyscore(self.keys.running, "-inf", now_ms, start=0, num=batch)
+        ids = self.due(self.keys.running, int(dtq_settings.REAPER_BATCH))
         if not ids:
             return 0
-        queues, refs, indexes = self.refs_of(ids)
-        args = [v for qi, task_id in zip(indexes, ids, strict=True) for v in (qi, task_id)]
-        keys, argv = layout.build(self.keys, queues, refs)
-        requeued, dead, _ = self.scripts.reclaim(keys=keys, args=[*argv, self._dlq, *args])
+        keys, argv, pairs = self.script_inputs(ids)
+        requeued, dead, _ = self.scripts.reclaim(keys=keys, args=[*argv, self._dlq, *pairs])
         if requeued or dead:
             self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
         if failpoints.ACTIVE:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, layout
+from dtq.engine import failpoints
 from dtq.engine.periodic import Periodic
 
 
@@ -17,14 +17,11 @@ class Scheduler(Periodic):
     def run_once(self) -> int:
         """Promote up to SCHEDULER_BATCH due tasks; return how many were handled."""
         batch = int(dtq_settings.SCHEDULER_BATCH)
-        now_ms = int(time.time() * 1000)
-        due = self.client.zrangebyscore(self.keys.schedule, "-inf", now_ms, start=0, num=batch)
+        due = self.due(self.keys.schedule, batch)
         if not due:
             return 0
-        queues, refs, indexes = self.refs_of(due)
-        args = [v for qi, task_id in zip(indexes, due, strict=True) for v in (qi, task_id)]
-        keys, argv = layout.build(self.keys, queues, refs)
-        promoted, expired, dropped = self.scripts.promote(keys=keys, args=[*argv, *args])
+        keys, argv, pairs = self.script_inputs(due)
+        promoted, expired, dropped = self.scripts.promote(keys=keys, args=[*argv, *pairs])
         if failpoints.ACTIVE:
             failpoints.hit("scheduler.after_promote")
         self.log.debug("promoted=%s expired=%s dropped=%s", promoted, expired, dropped)
