@@ -37,25 +37,22 @@ for ti = 1, NT do
     emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
   elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
     ack(qi, band, eid)
-    redis.call('HSET', tk, 'delivery', '')
-    move(tk, id, qi, 'QUEUED', 'EXPIRED')
+    move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
     emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
-    settle_idempotency(tk, ik, 'failed')
+    settle_idempotency(tk, ik, 'failed', r[11])
   elseif r[12] == '1' then
     -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
     -- honour the request instead of starting the task again.
     ack(qi, band, eid)
-    redis.call('HSET', tk, 'delivery', '')
-    move(tk, id, qi, 'QUEUED', 'CANCELLED')
+    move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
     emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
-    settle_idempotency(tk, ik, 'failed')
+    settle_idempotency(tk, ik, 'failed', r[11])
   else
     local attempt = tonumber(r[7]) + 1
-    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
-      'lease', NOW + lease_ms)
     redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
     observe(qi, 'wait', NOW - tonumber(r[14] or NOW))
-    move(tk, id, qi, 'QUEUED', 'RUNNING')
+    move(tk, id, qi, 'QUEUED', 'RUNNING',
+      {'attempt', attempt, 'worker', worker, 'started_at', NOW, 'lease', NOW + lease_ms})
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
     for _, v in ipairs({id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10], r[11]}) do
       table.insert(out, v)

@@ -18,12 +18,13 @@ for ti = 1, NT do
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
-  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at')
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
+    'history_n', 'history', 'cancel', 'idem')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
   -- redis-py resends a call whose reply a dropped connection lost: the entry (worker, times)
   -- is in the history only if this very outcome was applied, so it is not a stale one.
-  if fenced and id and string.find(redis.call('HGET', tk, 'history') or '', history, 1, true) then
+  if fenced and id and string.find(r[7] or '', history, 1, true) then
     table.insert(out, 1)
   elseif fenced then
     count(qi, 'stale')
@@ -31,30 +32,34 @@ for ti = 1, NT do
     table.insert(out, 0)
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
-    add_history(tk, history)
+    local fields = history_fields(r[6], r[7], history)
     redis.call('HDEL', tk, 'lease')
     redis.call('ZREM', KEYS[K_RUNNING], id)
-    if outcome == 'retry' and redis.call('HGET', tk, 'cancel') == '1' then
+    if outcome == 'retry' and r[8] == '1' then
       outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
     end
     if outcome == 'success' then
-      redis.call('HSET', tk, 'delivery', '')
-      move(tk, id, qi, 'RUNNING', 'SUCCEEDED')
+      table.insert(fields, 'delivery')
+      table.insert(fields, '')
+      move(tk, id, qi, 'RUNNING', 'SUCCEEDED', fields)
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
-      settle_idempotency(tk, ik, 'completed')
+      settle_idempotency(tk, ik, 'completed', r[9])
     elseif outcome == 'retry' then
       local due = NOW + tonumber(delay)
-      redis.call('HSET', tk, 'error', data, 'delivery', '', 'run_after', due)
-      move(tk, id, qi, 'RUNNING', 'RETRYING')
+      for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
+        table.insert(fields, v)
+      end
+      move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
       redis.call('ZADD', KEYS[K_SCHEDULE], due, id)
       emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
     elseif outcome == 'cancel' then
-      redis.call('HSET', tk, 'error', data, 'delivery', '')
-      move(tk, id, qi, 'RUNNING', 'CANCELLED')
+      for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
+      move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
       emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
-      settle_idempotency(tk, ik, 'failed')
+      settle_idempotency(tk, ik, 'failed', r[9])
     else
+      redis.call('HSET', tk, unpack(fields))
       dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
     end
     ack(qi, band, eid)

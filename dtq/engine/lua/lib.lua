@@ -48,14 +48,36 @@ local function emit(etype, id, qi, state, attempt, extra)
   redis.call('PUBLISH', CHANNEL, payload)
 end
 
-local tp_touched = false
-local function count(qi, field, n)
-  redis.call('HINCRBY', qkey(qi, Q_STATS), field, n or 1)
-  redis.call('HINCRBY', KEYS[K_TP], qname(qi) .. ':' .. field, n or 1)
-  if not tp_touched then
-    redis.call('EXPIRE', KEYS[K_TP], 7200)  -- per-minute buckets: two hours of history
-    tp_touched = true
+-- Counters are summed in the script and written once per field when it ends (flush_counts,
+-- which scripts.py appends to every script): a batch of claims or outcomes then costs one
+-- HINCRBY per field instead of several per task.
+local tallies, tally_keys = {}, {}
+local function tally(key, field, n)
+  local t = tallies[key]
+  if not t then
+    t = {}
+    tallies[key] = t
+    table.insert(tally_keys, key)
   end
+  t[field] = (t[field] or 0) + (n or 1)
+end
+
+local function count(qi, field, n)
+  tally(qkey(qi, Q_STATS), field, n)
+  tally(KEYS[K_TP], qname(qi) .. ':' .. field, n)
+end
+
+local function flush_counts()
+  for _, key in ipairs(tally_keys) do
+    for field, n in pairs(tallies[key]) do
+      if n ~= 0 then
+        local v = redis.call('HINCRBY', key, field, n)
+        -- A field just created in the per-minute bucket: (re)arm two hours of history.
+        if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
+      end
+    end
+  end
+  tallies, tally_keys = {}, {}
 end
 
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
@@ -70,36 +92,46 @@ local function observe(qi, kind, ms)
     if ms <= bound then i = b; break end
   end
   local stats = qkey(qi, Q_STATS)
-  redis.call('HINCRBY', stats, 'h_' .. kind .. '_' .. i, 1)
-  redis.call('HINCRBY', stats, 'h_' .. kind .. '_sum', math.floor(ms))
-  redis.call('HINCRBY', stats, 'h_' .. kind .. '_count', 1)
+  tally(stats, 'h_' .. kind .. '_' .. i)
+  tally(stats, 'h_' .. kind .. '_sum', math.floor(ms))
+  tally(stats, 'h_' .. kind .. '_count')
 end
 
 -- Move a task record between states, keeping indexes, counters and retention in step.
-local function move(tk, id, qi, old, new)
+-- fields: more record fields to set in the same HSET (name, value, ...), or nil.
+local function move(tk, id, qi, old, new, fields)
   if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end
   redis.call('ZADD', qkey(qi, STATE_ORDER[new]), NOW, id)
-  redis.call('HSET', tk, 'state', new, 'updated_at', NOW)
+  local set = {'state', new, 'updated_at', NOW}
+  if fields then for _, v in ipairs(fields) do table.insert(set, v) end end
   if COUNTER[new] then count(qi, COUNTER[new]) end
-  if TERMINAL[new] and not TERMINAL[old] then
-    redis.call('HSET', tk, 'finished_at', NOW)
-    redis.call('HINCRBY', qkey(qi, Q_STATS), 'active', -1)
-    redis.call('EXPIRE', tk, RETENTION)
+  local ends = TERMINAL[new] and not TERMINAL[old]
+  if ends then
+    table.insert(set, 'finished_at')
+    table.insert(set, NOW)
+    tally(qkey(qi, Q_STATS), 'active', -1)
   end
+  redis.call('HSET', tk, unpack(set))
+  if ends then redis.call('EXPIRE', tk, RETENTION) end
 end
 
--- Append one JSON object to the record's attempt history, keeping it a valid JSON array.
+-- The record fields that append one JSON object to an attempt history, keeping it a valid
+-- JSON array: n and h are the record's history_n and history as read.
 local MAX_HISTORY = 100
-local function add_history(tk, entry_json)
-  local n = redis.call('HINCRBY', tk, 'history_n', 1)
-  if n > MAX_HISTORY then return end
-  local h = redis.call('HGET', tk, 'history')
+local function history_fields(n, h, entry_json)
+  n = (tonumber(n) or 0) + 1
+  if n > MAX_HISTORY then return {'history_n', n} end
   if not h or h == '' or h == '[]' then
     h = '[' .. entry_json .. ']'
   else
     h = string.sub(h, 1, -2) .. ',' .. entry_json .. ']'
   end
-  redis.call('HSET', tk, 'history', h)
+  return {'history_n', n, 'history', h}
+end
+
+local function add_history(tk, entry_json)
+  local r = redis.call('HMGET', tk, 'history_n', 'history')
+  redis.call('HSET', tk, unpack(history_fields(r[1], r[2], entry_json)))
 end
 
 -- Acknowledge and delete a stream entry: acknowledged entries are the only ones we delete.
@@ -111,27 +143,30 @@ local function ack(qi, band, eid)
   end
 end
 
--- Add a fresh stream entry for the task's next attempt; it becomes the only valid delivery.
--- The entry names the task's idempotency key (field 'i'), so the worker that reads it can pass
--- that key's record to claim.lua, which settles it when the task expires or is cancelled there.
-local function deliver(tk, id, qi, band, next_attempt)
-  local idem = redis.call('HGET', tk, 'idem')
-  local eid
+-- Add a fresh stream entry for the task's next attempt and return its id. The entry names
+-- the task's idempotency key (field 'i'), so the worker that reads it can pass that key's
+-- record to claim.lua, which settles it when the task expires or is cancelled there.
+local function add_entry(id, qi, band, next_attempt, idem)
   if idem and idem ~= '' then
-    eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt, 'i', idem)
-  else
-    eid = redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt)
+    return redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt, 'i', idem)
   end
+  return redis.call('XADD', stream_key(qi, band), '*', 't', id, 'a', next_attempt)
+end
+
+-- Add the entry and make it the record's only valid delivery.
+local function deliver(tk, id, qi, band, next_attempt)
+  local eid = add_entry(id, qi, band, next_attempt, redis.call('HGET', tk, 'idem'))
   redis.call('HSET', tk, 'delivery', eid, 'enqueued_at', NOW)
   return eid
 end
 
--- Refresh the idempotency record when its task reaches a terminal state.
+-- Refresh the idempotency record when its task reaches a terminal state. idem is the
+-- record's idem field when the caller read it already (nil: read it here).
 -- A caller that did not know the key passes the record itself as ik (layout.task_block):
 -- never write the outcome into the task record then.
-local function settle_idempotency(tk, ik, outcome)
-  local key = redis.call('HGET', tk, 'idem')
-  if key and key ~= '' and ik ~= tk then
+local function settle_idempotency(tk, ik, outcome, idem)
+  if idem == nil then idem = redis.call('HGET', tk, 'idem') end
+  if idem and idem ~= '' and ik ~= tk then
     redis.call('HSET', ik, 'state', outcome)
     redis.call('EXPIRE', ik, IDEM_TTL)
   end

@@ -37,25 +37,25 @@ if max_depth > 0 then
   if active >= max_depth then return {'full', active} end
 end
 
-redis.call('HSET', tk, 'id', id, 'name', name, 'queue', qname(1), 'priority', priority,
+local fields = {'id', id, 'name', name, 'queue', qname(1), 'priority', priority,
   'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
   'created_at', NOW, 'expires_at', expires_at, 'timeout', timeout, 'retry', retry,
-  'idem', idem, 'delivery', '', 'history', '[]', 'history_n', 0)
+  'idem', idem, 'history', '[]', 'history_n', 0}
 redis.call('SADD', KEYS[K_QUEUES], qname(1))
-redis.call('HINCRBY', stats, 'active', 1)
+tally(stats, 'active')
 count(1, 'submitted')
 
 local state
 if delay > 0 then
   state = 'PENDING'
-  redis.call('HSET', tk, 'run_after', NOW + delay)
   redis.call('ZADD', KEYS[K_SCHEDULE], NOW + delay, id)
-  move(tk, id, 1, nil, 'PENDING')
+  for _, v in ipairs({'delivery', '', 'run_after', NOW + delay}) do table.insert(fields, v) end
 else
   state = 'QUEUED'
-  deliver(tk, id, 1, band, 1)
-  move(tk, id, 1, nil, 'QUEUED')
+  local eid = add_entry(id, 1, band, 1, idem)
+  for _, v in ipairs({'delivery', eid, 'enqueued_at', NOW}) do table.insert(fields, v) end
 end
+move(tk, id, 1, nil, state, fields)
 emit('TASK_SUBMITTED', id, 1, state, 0, {name = name})
 if idem ~= '' then
   -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
