@@ -98,17 +98,18 @@ local function observe(qi, kind, ms)
 end
 
 -- Move a task record between states, keeping indexes, counters and retention in step.
--- fields: more record fields to set in the same HSET (name, value, ...), or nil.
+-- fields: more record fields to set in the same HSET (name, value, ...; the list is reused),
+-- or nil.
 local function move(tk, id, qi, old, new, fields)
   if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end
   redis.call('ZADD', qkey(qi, STATE_ORDER[new]), NOW, id)
-  local set = {'state', new, 'updated_at', NOW}
-  if fields then for _, v in ipairs(fields) do table.insert(set, v) end end
+  local set = fields or {}
+  local n = #set
+  set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
   if COUNTER[new] then count(qi, COUNTER[new]) end
   local ends = TERMINAL[new] and not TERMINAL[old]
   if ends then
-    table.insert(set, 'finished_at')
-    table.insert(set, NOW)
+    set[n + 5], set[n + 6] = 'finished_at', NOW
     tally(qkey(qi, Q_STATS), 'active', -1)
   end
   redis.call('HSET', tk, unpack(set))

@@ -37,23 +37,22 @@ if max_depth > 0 then
   if active >= max_depth then return {'full', active} end
 end
 
-local fields = {'id', id, 'name', name, 'queue', qname(1), 'priority', priority,
-  'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
-  'created_at', NOW, 'expires_at', expires_at, 'timeout', timeout, 'retry', retry,
-  'idem', idem, 'history', '[]', 'history_n', 0}
 redis.call('SADD', KEYS[K_QUEUES], qname(1))
 tally(stats, 'active')
 count(1, 'submitted')
 
-local state
+local fields = {'id', id, 'name', name, 'queue', qname(1), 'priority', priority,
+  'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
+  'created_at', NOW, 'expires_at', expires_at, 'timeout', timeout, 'retry', retry,
+  'idem', idem, 'history', '[]', 'history_n', 0, 'delivery', '', 'run_after', NOW + delay}
+local state = 'PENDING'
 if delay > 0 then
-  state = 'PENDING'
   redis.call('ZADD', KEYS[K_SCHEDULE], NOW + delay, id)
-  for _, v in ipairs({'delivery', '', 'run_after', NOW + delay}) do table.insert(fields, v) end
 else
   state = 'QUEUED'
-  local eid = add_entry(id, 1, band, 1, idem)
-  for _, v in ipairs({'delivery', eid, 'enqueued_at', NOW}) do table.insert(fields, v) end
+  -- The record's last four fields become delivery = the new entry, enqueued_at = now.
+  fields[#fields - 2], fields[#fields - 1] = add_entry(id, 1, band, 1, idem), 'enqueued_at'
+  fields[#fields] = NOW
 end
 move(tk, id, 1, nil, state, fields)
 emit('TASK_SUBMITTED', id, 1, state, 0, {name = name})
