@@ -11,6 +11,7 @@ from typing import Any
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout
 from dtq.engine.connection import get_client
+from dtq.engine.direct import call_script
 from dtq.engine.errors import (
     IdempotencyConflict,
     IdempotencyInProgress,
@@ -133,7 +134,7 @@ def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     key_list, argv = prepare(sub)
     client = get_client()
-    return interpret(sub, Scripts.of(client).submit(keys=key_list, args=argv))
+    return interpret(sub, call_script(client, Scripts.of(client).submit, key_list, argv))
 
 
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import asyncio
 import collections
 import contextlib
+import gc
 import logging
 import os
 import signal
@@ -13,13 +14,15 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
+from hiredis import pack_command
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints, layout
 from dtq.engine.connection import new_async_client
+from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
-from dtq.engine.keys import Keys
+from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.liveness import LivenessMixin
 from dtq.engine.scripts import Scripts
 
@@ -57,7 +60,12 @@ class Worker(LivenessMixin):
         self.stopping = False
         self.exit_code = 0
         self._client: Any = None
-        self._waiter: Any = None
+        self._stopped: asyncio.Event | None = None
+        self._stream_blocks = {
+            self.keys.stream(queue, band): (qi, band)
+            for qi, queue in enumerate(self.queues, 1)
+            for band in BANDS
+        }
         self._pool = ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dtq-task")
         self._changed: asyncio.Event | None = None
         self._flush_now: asyncio.Event | None = None
@@ -69,14 +77,21 @@ class Worker(LivenessMixin):
 
     def run(self) -> int:
         """Run until stopped by a signal, --burst or --max-tasks; return the exit code."""
+        # Django and the task modules are loaded for good: keep the garbage collector from
+        # walking them again in every full collection (a pause that shows in tail latency).
+        gc.freeze()
         asyncio.run(self.main())
         return self.exit_code
 
     async def main(self) -> None:
         """Start the fetch, flush and heartbeat loops and wait for a clean stop."""
         self._client = new_async_client()
-        self._waiter = new_async_client()  # blocking reads get their own connection
+        self._stopped = asyncio.Event()
         self._scripts = Scripts.of(self._client)
+        # The fetch and flush loops each own a connection for their script calls.
+        self._fetcher = AsyncCaller(self._client)
+        self._flusher = AsyncCaller(self._client)
+        self._blocker = AsyncCaller(self._client)  # blocking reads
         self._changed = asyncio.Event()
         self._event_loop = asyncio.get_running_loop()
         self._flush_now = asyncio.Event()
@@ -99,8 +114,10 @@ class Worker(LivenessMixin):
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
             await self._deregister()
+            await self._fetcher.aclose()
+            await self._flusher.aclose()
+            await self._blocker.aclose()
             await self._client.aclose()
-            await self._waiter.aclose()
             self._pool.shutdown(wait=False, cancel_futures=True)
             log.info("worker stopped worker_id=%s processed=%s", self.worker_id, self.processed)
 
@@ -119,6 +136,8 @@ class Worker(LivenessMixin):
     def stop(self) -> None:
         """Stop taking new tasks; running ones finish and are finalized."""
         self.stopping = True
+        if self._stopped is not None:
+            self._stopped.set()
         self._poke()
 
     def _poke(self) -> None:
@@ -171,41 +190,65 @@ class Worker(LivenessMixin):
             await self._changed.wait()
             return
         entries, watch = await self._read(capacity)
+        if not entries and watch and not self.burst:
+            entries = await self._wait_for_new(watch, capacity)
+            if not entries:
+                return
         if entries:
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_read")
             await self._claim(entries)
         elif self.burst and not self.held and not self.outbox:
             self.stop()
-        elif watch or not self.held:
-            await self._wait_for_new(watch)
+        else:
+            # Burst mode with tasks still running, or every queue paused: wait for a slot to
+            # free, a stop, or the timeout.
+            await self._sleep_or_poke(float(dtq_settings.BLOCK_TIMEOUT))
 
     async def _read(self, capacity: int) -> tuple[list[Any], list[str]]:
         keys, argv = layout.build(self.keys, self.queues)
-        reply = await self._scripts.read(keys=keys, args=[*argv, self.worker_id, capacity])
+        reply = await self._fetcher.script(
+            self._scripts.read, keys, [*argv, self.worker_id, capacity]
+        )
         return reply[0], reply[1]
 
-    async def _wait_for_new(self, watch: list[str]) -> None:
-        """Block until a new entry lands on a watched stream, a slot frees, or a timeout."""
-        timeout = float(dtq_settings.BLOCK_TIMEOUT)
-        if not watch:
-            await self._sleep_or_poke(timeout)
-            return
-        streams = dict(zip(watch[::2], watch[1::2], strict=True))
-        read = asyncio.ensure_future(
-            self._waiter.xread(streams, count=1, block=int(timeout * 1000))
-        )
-        assert self._changed is not None
-        self._changed.clear()
-        poked = asyncio.ensure_future(self._changed.wait())
-        await asyncio.wait({read, poked}, return_when=asyncio.FIRST_COMPLETED)
-        poked.cancel()
-        if not read.done():
-            read.cancel()
-            # A cancelled blocking read leaves its connection mid-reply: reconnect it.
-            await self._waiter.connection_pool.disconnect()
-        elif read.exception() is not None:
-            raise read.exception()  # type: ignore[misc]
+    async def _wait_for_new(self, watch: list[str], capacity: int) -> list[Any]:
+        """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
+
+        Reading in the group hands an arriving entry to one idle worker only, and saves
+        the second read. A stop ends the block with CLIENT UNBLOCK (the read returns empty),
+        never by cancelling it: a cancelled read could drop entries Redis handed it.
+        """
+        streams = watch[::2]
+        block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
+        read = ("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity)
+        read += ("BLOCK", block_ms, "STREAMS", *streams, *([">"] * len(streams)))
+        conn = await self._blocker.connection()
+        try:
+            await conn.send_packed_command([pack_command(("CLIENT", "ID")), pack_command(read)])
+            blocked_id = await conn.read_response()
+            reply = asyncio.ensure_future(conn.read_response())
+            assert self._stopped is not None
+            stopped = asyncio.ensure_future(self._stopped.wait())
+            await asyncio.wait({reply, stopped}, return_when=asyncio.FIRST_COMPLETED)
+            stopped.cancel()
+            while not reply.done():
+                await self._client.client_unblock(blocked_id)
+                await asyncio.wait({reply}, timeout=0.05)
+            return self._entries(reply.result() or [])
+        except BaseException:
+            await conn.disconnect()  # the stream may hold half a reply
+            raise
+
+    def _entries(self, streams: Any) -> list[Any]:
+        """Flatten an XREADGROUP reply (a RESP3 map or RESP2 pairs) into read.lua's format."""
+        out: list[Any] = []
+        for stream, items in streams.items() if isinstance(streams, dict) else streams:
+            qi, band = self._stream_blocks[stream]
+            for eid, fields in items:
+                f = dict(zip(fields[::2], fields[1::2], strict=True))
+                out += [qi, band, eid, f.get("t", ""), f.get("i", "")]
+        return out
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         assert self._changed is not None
@@ -221,7 +264,9 @@ class Worker(LivenessMixin):
             args += [qi, band, eid]
         keys, argv = layout.build(self.keys, self.queues, refs)
         lease_ms = int(dtq_settings.lease_timeout * 1000)
-        reply = await self._scripts.claim(keys=keys, args=[*argv, self.worker_id, lease_ms, *args])
+        reply = await self._fetcher.script(
+            self._scripts.claim, keys, [*argv, self.worker_id, lease_ms, *args]
+        )
         attempts = [
             Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
         ]
@@ -383,7 +428,7 @@ class Worker(LivenessMixin):
             ]
         keys, argv = layout.build(self.keys, queues, refs)
         dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
-        applied = await self._scripts.finalize(keys=keys, args=[*argv, dlq, *args])
+        applied = await self._flusher.script(self._scripts.finalize, keys, [*argv, dlq, *args])
         for (att, _), ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(

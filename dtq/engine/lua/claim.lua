@@ -4,13 +4,21 @@
 --   then 3 fields per entry, in task-block order: queue index, band, entry id
 -- Reply: flat list of 11 fields per claimed task: id, entry id, queue index, band, name,
 --   payload, attempt, max attempts, timeout, retry policy, idempotency key. Expired, absorbed
---   and cancel-requested entries are acknowledged here and not returned.
+--   and cancel-requested entries are acknowledged here and not returned; entries of a paused
+--   queue are replaced by a fresh delivery and not returned.
 -- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
 -- claimed already (the same call sent again) is handed back with its attempt unchanged.
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local out = {}
+local paused = {}
+local function is_paused(qi)
+  if paused[qi] == nil then
+    paused[qi] = redis.call('SISMEMBER', KEYS[K_PAUSED], qname(qi)) == 1
+  end
+  return paused[qi]
+end
 
 for ti = 1, NT do
   local base = ARG0 + 2 + (ti - 1) * 3
@@ -35,6 +43,10 @@ for ti = 1, NT do
     ack(qi, band, eid)
     count(qi, 'absorbed')
     emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
+  elseif is_paused(qi) then
+    -- A blocking read that began before the queue was paused: give the entry back.
+    ack(qi, band, eid)
+    deliver(tk, id, qi, band, tonumber(r[7]) + 1)
   elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
     ack(qi, band, eid)
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})

@@ -1,0 +1,99 @@
+"""Call scripts straight on a redis-py connection, skipping the client layer on hot paths.
+
+One script call per task (submit) or per batch (the worker's read, claim and finalize) is
+all the hot paths do, and redis-py's client layer around a call (pool checkout, retry and
+instrumentation wrappers, pure-Python packing in the sync client) cost more CPU than the
+call itself. These helpers keep what matters from it: the connection (auth, TLS, database,
+hiredis parsing, timeouts), a resend with backoff after a dropped connection (every hot
+script is safe to receive twice: see the resend notes in submit.lua, claim.lua and
+finalize.lua), and a reload after NOSCRIPT (Redis restarted or its scripts were flushed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from typing import Any
+
+from hiredis import pack_command
+from redis.exceptions import ConnectionError as RedisConnectionError
+from redis.exceptions import NoScriptError
+from redis.exceptions import TimeoutError as RedisTimeoutError
+
+RESENDS = 6  # as many as the clients' Retry in connection.py
+DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionResetError)
+
+
+def backoff(resend: int) -> float:
+    """Seconds to wait before the given resend (0-based): 50 ms doubling, at most 2 s."""
+    return float(min(2.0, 0.05 * 2**resend))
+
+
+def pack_evalsha(script: Any, keys: list[Any], args: list[Any]) -> list[bytes]:
+    """Return the EVALSHA of a registered redis-py script, packed by hiredis."""
+    return [pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))]
+
+
+def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> Any:
+    """Run a registered script on a connection of the sync client's pool."""
+    packed = pack_evalsha(script, keys, args)
+    pool = client.connection_pool
+    resend = 0
+    while True:
+        conn = pool.get_connection()
+        try:
+            conn.send_packed_command(packed)
+            return conn.read_response()
+        except NoScriptError:
+            conn.send_command("SCRIPT", "LOAD", script.script)
+            conn.read_response()
+        except DROPPED:
+            conn.disconnect()
+            if resend == RESENDS:
+                raise
+            time.sleep(backoff(resend))
+            resend += 1
+        finally:
+            pool.release(conn)
+
+
+class AsyncCaller:
+    """One connection of an asyncio client, owned by one loop of the worker at a time."""
+
+    def __init__(self, client: Any) -> None:
+        self._pool = client.connection_pool
+        self._conn: Any = None
+
+    async def connection(self) -> Any:
+        """Return the owned connection, taking one from the pool the first time."""
+        if self._conn is None:
+            self._conn = await self._pool.get_connection()
+        return self._conn
+
+    async def script(self, script: Any, keys: list[Any], args: list[Any]) -> Any:
+        """Run a registered script; resend after a dropped connection, reload after NOSCRIPT."""
+        packed = pack_evalsha(script, keys, args)
+        resend = 0
+        while True:
+            conn = await self.connection()
+            try:
+                await conn.send_packed_command(packed, check_health=False)
+                return await conn.read_response()
+            except NoScriptError:
+                await conn.send_command("SCRIPT", "LOAD", script.script)
+                await conn.read_response()
+            except DROPPED:
+                await conn.disconnect()
+                if resend == RESENDS:
+                    raise
+                await asyncio.sleep(backoff(resend))
+                resend += 1
+            except asyncio.CancelledError:
+                await conn.disconnect()  # a reply may be half read: never reuse the stream
+                raise
+
+    async def aclose(self) -> None:
+        """Give the connection back to the pool."""
+        if self._conn is not None:
+            await self._pool.release(self._conn)
+            self._conn = None
