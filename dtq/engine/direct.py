@@ -29,9 +29,14 @@ def backoff(resend: int) -> float:
     return float(min(2.0, 0.05 * 2**resend))
 
 
+def pack(*command: Any) -> bytes:
+    """Return one command packed by hiredis' C packer."""
+    return bytes(pack_command(command))
+
+
 def pack_evalsha(script: Any, keys: list[Any], args: list[Any]) -> list[bytes]:
     """Return the EVALSHA of a registered redis-py script, packed by hiredis."""
-    return [pack_command(("EVALSHA", script.sha, len(keys), *keys, *args))]
+    return [pack("EVALSHA", script.sha, len(keys), *keys, *args)]
 
 
 def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> Any:

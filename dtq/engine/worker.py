@@ -14,13 +14,12 @@ import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
 
-from hiredis import pack_command
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints, layout
 from dtq.engine.connection import new_async_client
-from dtq.engine.direct import AsyncCaller
+from dtq.engine.direct import AsyncCaller, pack
 from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.liveness import LivenessMixin
@@ -221,11 +220,13 @@ class Worker(LivenessMixin):
         """
         streams = watch[::2]
         block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
-        read = ("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity)
-        read += ("BLOCK", block_ms, "STREAMS", *streams, *([">"] * len(streams)))
+        read = pack(
+            *("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity, "BLOCK", block_ms),
+            *("STREAMS", *streams, *([">"] * len(streams))),
+        )
         conn = await self._blocker.connection()
         try:
-            await conn.send_packed_command([pack_command(("CLIENT", "ID")), pack_command(read)])
+            await conn.send_packed_command([pack("CLIENT", "ID"), read])
             blocked_id = await conn.read_response()
             reply = asyncio.ensure_future(conn.read_response())
             assert self._stopped is not None
