@@ -71,3 +71,17 @@ def test_naive_run_after_is_refused(dtq_env):
 def test_unknown_task_id_raises_not_found(dtq_env):
     with pytest.raises(dtq.TaskNotFound):
         dtq.TaskResult.load("0" * 22)
+
+
+def test_new_ids_carry_time_and_shard_and_sort_by_creation():
+    import time
+
+    from dtq.engine import ids
+
+    first = ids.new_id(0)
+    time.sleep(0.002)
+    later = ids.new_id(1023)
+    assert ids.is_valid(first) and ids.is_valid(later)
+    assert first < later
+    assert (ids.shard_of(first), ids.shard_of(later)) == (0, 1023)
+    assert abs(ids.created_ms(later) - time.time() * 1000) < 1000

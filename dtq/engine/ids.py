@@ -11,18 +11,18 @@ _INDEX = {c: i for i, c in enumerate(_ALPHABET)}
 ID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{22}$")
 
 
+_PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # every 10-bit value as 2 chars
+
+
 def _encode(number: int, width: int) -> str:
-    chars = []
-    for _ in range(width):
-        number, digit = divmod(number, 32)
-        chars.append(_ALPHABET[digit])
-    return "".join(reversed(chars))
+    """Return the low 5 x width bits of number in width characters (width is even)."""
+    return "".join(_PAIRS[(number >> shift) & 1023] for shift in range(5 * width - 10, -1, -10))
 
 
 def new_id(shard: int = 0) -> str:
     """Return a new id: 10 chars of milliseconds, 2 of shard, 10 random."""
     millis = time.time_ns() // 1_000_000
-    return _encode(millis, 10) + _encode(shard, 2) + _encode(secrets.randbits(50), 10)
+    return _encode(millis << 60 | shard << 50 | secrets.randbits(50), 22)
 
 
 def is_valid(task_id: str) -> bool:

@@ -40,15 +40,19 @@ def channel(prefix: str) -> str:
 
 def shared_keys(keys: Keys) -> list[str]:
     """Return the six shared keys, in lib.lua order."""
-    minute = int(time.time() // 60)
-    return [
+    return list(_shared_keys(keys, int(time.time() // 60)))
+
+
+@functools.lru_cache(maxsize=64)
+def _shared_keys(keys: Keys, minute: int) -> tuple[str, ...]:
+    return (
         keys.schedule,
         keys.running,
         keys.events,
         keys.queues,
         keys.paused,
         keys.throughput(minute),
-    ]
+    )
 
 
 @functools.lru_cache(maxsize=4096)

@@ -59,7 +59,8 @@ class Worker(LivenessMixin):
         self.stopping = False
         self.exit_code = 0
         self._client: Any = None
-        self._stopped: asyncio.Event | None = None
+        self._blocked_id: int | None = None  # our client id while blocked in a read
+        self._unblocking: asyncio.Task[None] | None = None
         self._stream_blocks = {
             self.keys.stream(queue, band): (qi, band)
             for qi, queue in enumerate(self.queues, 1)
@@ -85,7 +86,6 @@ class Worker(LivenessMixin):
     async def main(self) -> None:
         """Start the fetch, flush and heartbeat loops and wait for a clean stop."""
         self._client = new_async_client()
-        self._stopped = asyncio.Event()
         self._scripts = Scripts.of(self._client)
         # The fetch and flush loops each own a connection for their script calls.
         self._fetcher = AsyncCaller(self._client)
@@ -135,8 +135,8 @@ class Worker(LivenessMixin):
     def stop(self) -> None:
         """Stop taking new tasks; running ones finish and are finalized."""
         self.stopping = True
-        if self._stopped is not None:
-            self._stopped.set()
+        if self._blocked_id is not None:
+            self._unblock()
         self._poke()
 
     def _poke(self) -> None:
@@ -227,19 +227,27 @@ class Worker(LivenessMixin):
         conn = await self._blocker.connection()
         try:
             await conn.send_packed_command([pack("CLIENT", "ID"), read])
-            blocked_id = await conn.read_response()
-            reply = asyncio.ensure_future(conn.read_response())
-            assert self._stopped is not None
-            stopped = asyncio.ensure_future(self._stopped.wait())
-            await asyncio.wait({reply, stopped}, return_when=asyncio.FIRST_COMPLETED)
-            stopped.cancel()
-            while not reply.done():
-                await self._client.client_unblock(blocked_id)
-                await asyncio.wait({reply}, timeout=0.05)
-            return self._entries(reply.result() or [])
+            self._blocked_id = await conn.read_response()
+            if self.stopping:
+                self._unblock()
+            reply = await conn.read_response()
         except BaseException:
             await conn.disconnect()  # the stream may hold half a reply
             raise
+        finally:
+            self._blocked_id = None
+        return self._entries(reply or [])
+
+    def _unblock(self) -> None:
+        """End the blocking read with CLIENT UNBLOCK (the read then returns nothing)."""
+
+        async def unblock() -> None:
+            while self._blocked_id is not None:
+                with contextlib.suppress(RedisError):
+                    await self._client.client_unblock(self._blocked_id)
+                await asyncio.sleep(0.05)  # the read may not have reached Redis yet
+
+        self._unblocking = asyncio.get_running_loop().create_task(unblock())
 
     def _entries(self, streams: Any) -> list[Any]:
         """Flatten an XREADGROUP reply (a RESP3 map or RESP2 pairs) into read.lua's format."""
