@@ -11,7 +11,7 @@ import pytest
 import dtq
 from dtq.engine import ops
 from dtq.engine.connection import get_client, new_async_client
-from dtq.engine.direct import AsyncCaller, call_script
+from dtq.engine.direct import AsyncCaller, _own_connection, call_script
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR
 from tests.testapp import tasks
@@ -33,12 +33,27 @@ def test_sync_call_resends_after_a_dropped_connection(dtq_env):
     script = client.register_script(SCRIPT)
     key = f"{dtq_env.prefix}:direct"
     call_script(client, script, [key], ["a"])
-    pool = client.connection_pool
-    conn = pool.get_connection()  # the one call_script used, and will use next
+    conn = _own_connection(client.connection_pool)  # the one call_script used, and will use
     conn.send_command("CLIENT", "ID")
     dtq_env.client.client_kill_filter(_id=conn.read_response())
-    pool.release(conn)
     assert call_script(client, script, [key], ["b"]) == ["b", "2"]
+
+
+def test_each_thread_and_each_new_pool_get_their_own_connection(dtq_env):
+    import threading
+
+    from dtq.engine import connection
+
+    client = get_client()
+    mine = _own_connection(client.connection_pool)
+    assert _own_connection(client.connection_pool) is mine
+    theirs = []
+    thread = threading.Thread(target=lambda: theirs.append(_own_connection(client.connection_pool)))
+    thread.start()
+    thread.join()
+    assert theirs[0] is not mine
+    connection.reset()  # settings reloaded: a new client and pool
+    assert _own_connection(get_client().connection_pool) is not mine
 
 
 def test_submit_goes_through_a_direct_call_and_survives_a_flush(dtq_env):
