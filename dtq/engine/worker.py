@@ -218,7 +218,7 @@ class Worker(LivenessMixin):
         the second read. A stop ends the block with CLIENT UNBLOCK (the read returns empty),
         never by cancelling it: a cancelled read could drop entries Redis handed it.
         """
-        streams = watch[::2]
+        streams = watch
         block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
         read = pack(
             *("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity, "BLOCK", block_ms),

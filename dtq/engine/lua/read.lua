@@ -5,7 +5,7 @@
 -- ARGV after the header: 1 consumer name, 2 capacity
 -- Reply: {entries, watch}: entries is a flat list of 5 fields per entry
 --   (queue index, band, entry id, task id, idempotency key or ''); watch, present only when capacity was left,
---   is a flat list of (stream key, last entry id) pairs to block on with XREAD.
+--   lists the open streams' keys, for the worker to block on with XREADGROUP.
 local consumer, want = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local entries, watch = {}, {}
 
@@ -45,15 +45,10 @@ for band = 0, 2 do
 end
 
 if want > 0 then
-  -- Everything new was read: block on ids after the newest entry of each open stream.
+  -- Everything new was read: the worker blocks in XREADGROUP on every open stream.
   for band = 0, 2 do
     for qi = 1, NQ do
-      if open[qi] then
-        local s = stream_key(qi, band)
-        local top = redis.call('XREVRANGE', s, '+', '-', 'COUNT', 1)
-        table.insert(watch, s)
-        table.insert(watch, top[1] and top[1][1] or '0-0')
-      end
+      if open[qi] then table.insert(watch, stream_key(qi, band)) end
     end
   end
 end
