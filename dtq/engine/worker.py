@@ -19,16 +19,17 @@ from redis.exceptions import RedisError
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints, layout
 from dtq.engine.connection import new_async_client
-from dtq.engine.direct import AsyncCaller, pack
+from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
-from dtq.engine.keys import BANDS, GROUP, Keys
+from dtq.engine.keys import BANDS, Keys
 from dtq.engine.liveness import LivenessMixin
+from dtq.engine.reading import ReadingMixin
 from dtq.engine.scripts import Scripts
 
 log = logging.getLogger("dtq.worker")
 
 
-class Worker(LivenessMixin):
+class Worker(LivenessMixin, ReadingMixin):
     """Runs tasks from a set of queues until stopped; one asyncio loop per process."""
 
     def __init__(
@@ -203,61 +204,6 @@ class Worker(LivenessMixin):
             # Burst mode with tasks still running, or every queue paused: wait for a slot to
             # free, a stop, or the timeout.
             await self._sleep_or_poke(float(dtq_settings.BLOCK_TIMEOUT))
-
-    async def _read(self, capacity: int) -> tuple[list[Any], list[str]]:
-        keys, argv = layout.build(self.keys, self.queues)
-        reply = await self._fetcher.script(
-            self._scripts.read, keys, [*argv, self.worker_id, capacity]
-        )
-        return reply[0], reply[1]
-
-    async def _wait_for_new(self, watch: list[str], capacity: int) -> list[Any]:
-        """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
-
-        Reading in the group hands an arriving entry to one idle worker only, and saves
-        the second read. A stop ends the block with CLIENT UNBLOCK (the read returns empty),
-        never by cancelling it: a cancelled read could drop entries Redis handed it.
-        """
-        streams = watch
-        block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
-        read = pack(
-            *("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity, "BLOCK", block_ms),
-            *("STREAMS", *streams, *([">"] * len(streams))),
-        )
-        conn = await self._blocker.connection()
-        try:
-            await conn.send_packed_command([pack("CLIENT", "ID"), read])
-            self._blocked_id = await conn.read_response()
-            if self.stopping:
-                self._unblock()
-            reply = await conn.read_response()
-        except BaseException:
-            await conn.disconnect()  # the stream may hold half a reply
-            raise
-        finally:
-            self._blocked_id = None
-        return self._entries(reply or [])
-
-    def _unblock(self) -> None:
-        """End the blocking read with CLIENT UNBLOCK (the read then returns nothing)."""
-
-        async def unblock() -> None:
-            while self._blocked_id is not None:
-                with contextlib.suppress(RedisError):
-                    await self._client.client_unblock(self._blocked_id)
-                await asyncio.sleep(0.05)  # the read may not have reached Redis yet
-
-        self._unblocking = asyncio.get_running_loop().create_task(unblock())
-
-    def _entries(self, streams: Any) -> list[Any]:
-        """Flatten an XREADGROUP reply (a RESP3 map or RESP2 pairs) into read.lua's format."""
-        out: list[Any] = []
-        for stream, items in streams.items() if isinstance(streams, dict) else streams:
-            qi, band = self._stream_blocks[stream]
-            for eid, fields in items:
-                f = dict(zip(fields[::2], fields[1::2], strict=True))
-                out += [qi, band, eid, f.get("t", ""), f.get("i", "")]
-        return out
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         assert self._changed is not None
