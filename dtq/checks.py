@@ -108,54 +108,47 @@ def _is_number(value: Any) -> bool:
 def _limit_errors() -> list[Error]:
     """Check the optional and non-negative settings that _setting_errors does not cover."""
     s = dtq_settings
-    errors = []
-    for name in ("DEFAULT_TIMEOUT", "LEASE_TIMEOUT"):
-        value = getattr(s, name)
-        if value is not None and (not _is_number(value) or value <= 0):
-            errors.append(
-                _error(
-                    f"DTQ['{name}'] must be None or a positive number, got {value!r}",
-                    "Remove it to use the default.",
-                    10,
-                )
-            )
-    if not _is_number(s.RETRY_JITTER) or not 0 <= s.RETRY_JITTER <= 1:
-        errors.append(
-            _error(
-                f"DTQ['RETRY_JITTER'] must be between 0 and 1, got {s.RETRY_JITTER!r}",
-                "0 disables jitter; 0.5 spreads delays by +/-50%.",
-                11,
-            )
+    errors = [
+        _error(
+            f"DTQ['{name}'] must be None or a positive number, got {value!r}",
+            "Remove it to use the default.",
+            10,
         )
-    if not _is_number(s.FINALIZE_FLUSH_MS) or s.FINALIZE_FLUSH_MS < 0:
-        errors.append(
-            _error(
-                f"DTQ['FINALIZE_FLUSH_MS'] must be >= 0, got {s.FINALIZE_FLUSH_MS!r}",
-                "0 flushes every outcome at once.",
-                12,
-            )
-        )
+        for name in ("DEFAULT_TIMEOUT", "LEASE_TIMEOUT")
+        if (value := getattr(s, name)) is not None and (not _is_number(value) or value <= 0)
+    ]
     depths = s.QUEUE_MAX_DEPTH
-    if not isinstance(s.MAX_QUEUE_DEPTH, int) or s.MAX_QUEUE_DEPTH < 0:
-        errors.append(
-            _error(
-                f"DTQ['MAX_QUEUE_DEPTH'] must be a whole number >= 0, got {s.MAX_QUEUE_DEPTH!r}",
-                "0 means unlimited.",
-                13,
-            )
-        )
-    if not isinstance(depths, dict) or not all(
-        isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
-        for q, n in depths.items()
-    ):
-        errors.append(
-            _error(
-                "DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
-                "For example {'emails': 10000}.",
-                14,
-            )
-        )
-    return errors
+    problems = [
+        (
+            not _is_number(s.RETRY_JITTER) or not 0 <= s.RETRY_JITTER <= 1,
+            f"DTQ['RETRY_JITTER'] must be between 0 and 1, got {s.RETRY_JITTER!r}",
+            "0 disables jitter; 0.5 spreads delays by +/-50%.",
+            11,
+        ),
+        (
+            not _is_number(s.FINALIZE_FLUSH_MS) or s.FINALIZE_FLUSH_MS < 0,
+            f"DTQ['FINALIZE_FLUSH_MS'] must be >= 0, got {s.FINALIZE_FLUSH_MS!r}",
+            "0 flushes every outcome at once.",
+            12,
+        ),
+        (
+            not isinstance(s.MAX_QUEUE_DEPTH, int) or s.MAX_QUEUE_DEPTH < 0,
+            f"DTQ['MAX_QUEUE_DEPTH'] must be a whole number >= 0, got {s.MAX_QUEUE_DEPTH!r}",
+            "0 means unlimited.",
+            13,
+        ),
+        (
+            not isinstance(depths, dict)
+            or not all(
+                isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
+                for q, n in depths.items()
+            ),
+            "DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
+            "For example {'emails': 10000}.",
+            14,
+        ),
+    ]
+    return errors + [_error(m, h, n) for bad, m, h, n in problems if bad]
 
 
 def _timing_errors() -> list[Error]:
