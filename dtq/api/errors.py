@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from dtq.engine import errors as engine
+from dtq.engine import refusals
 
 log = logging.getLogger("dtq.api")
 
@@ -121,6 +122,13 @@ def from_engine(exc: engine.DtqError) -> ApiError:
             )
         case engine.PayloadError():
             return PayloadTooLarge(message)
+        case engine.WritesRefused():
+            return Unavailable(
+                message,
+                code="redis_refuses_writes",
+                details={"reason": exc.reason, "redis": exc.detail},
+                headers={"Retry-After": "5"},
+            )
         case engine.SubmitError() | engine.InvalidTaskError() | engine.InvalidOperation():
             return BadRequest(message, code="invalid")
         case engine.TaskNotFound():
@@ -133,6 +141,20 @@ def from_engine(exc: engine.DtqError) -> ApiError:
         case engine.OperationInProgress():
             return Conflict(message, code="in_progress", headers={"Retry-After": "1"})
     return Conflict(message, code="refused")
+
+
+def redis_unavailable(exc: RedisError) -> ApiError:
+    """Translate a Redis error an engine call let through (down, or refusing writes) into 503."""
+    code = refusals.reason(exc)
+    if code is None:
+        message = f"Redis is not reachable: {type(exc).__name__}"
+        return Unavailable(message, code="redis_unavailable")
+    return Unavailable(
+        f"redis refuses writes ({refusals.describe(exc)}); retry later",
+        code="redis_refuses_writes",
+        details={"reason": code},
+        headers={"Retry-After": "5"},
+    )
 
 
 def _drf_error(exc: exceptions.APIException) -> tuple[str, str, dict[str, Any]]:
@@ -159,7 +181,7 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response:
     elif isinstance(exc, engine.DtqError):
         exc = from_engine(exc)
     elif isinstance(exc, RedisError):
-        exc = Unavailable(f"Redis is not reachable: {type(exc).__name__}", code="redis_unavailable")
+        exc = redis_unavailable(exc)
     set_rollback()
     if not isinstance(exc, exceptions.APIException):
         request = context.get("request")

@@ -7,6 +7,7 @@ call itself. These helpers keep what matters from it: the connection (auth, TLS,
 hiredis parsing, timeouts), a resend with backoff after a dropped connection (every hot
 script is safe to receive twice: see the resend notes in submit.lua, claim.lua and
 finalize.lua), and a reload after NOSCRIPT (Redis restarted or its scripts were flushed).
+Error replies (a refused write: OOM, READONLY, MISCONF) are raised at once, never resent.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 RESENDS = 6  # as many as the clients' Retry in connection.py
@@ -79,6 +80,10 @@ def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> A
                 raise
             time.sleep(backoff(resend))
             resend += 1
+        except ResponseError:
+            # An error reply (OOM, READONLY, MISCONF...) was read whole: the connection is fine.
+            # Never resent here: the caller decides whether a refused write is worth a retry.
+            raise
         except BaseException:
             conn.disconnect()  # interrupted mid-reply: never reuse the stream
             raise

@@ -33,6 +33,15 @@ class QueueFull(SubmitError):
         self.retry_after = retry_after
 
 
+class WritesRefused(SubmitError):
+    """Raised when Redis refuses writes (out of memory, read-only replica, failed disk save)."""
+
+    def __init__(self, reason: str, detail: str) -> None:
+        super().__init__(f"redis refuses writes ({detail}): the task was not accepted; retry later")
+        self.reason = reason  # Redis' error code: OOM, READONLY or MISCONF
+        self.detail = detail
+
+
 class IdempotencyConflict(SubmitError):
     """Raised when an idempotency key is reused with a different payload."""
 

@@ -14,6 +14,7 @@ from redis.exceptions import RedisError
 from dtq.conf import dtq_settings
 from dtq.engine import codec, layout, registry
 from dtq.engine.executor import Attempt
+from dtq.engine.refusals import WriteRefusals
 
 log = logging.getLogger("dtq.worker")
 
@@ -30,6 +31,7 @@ class LivenessMixin:
     processed: int
     stopping: bool
     keys: Any
+    refusals: WriteRefusals
     _client: Any
     _scripts: Any
 
@@ -39,8 +41,10 @@ class LivenessMixin:
         while True:
             try:
                 await self._heartbeat()
+                self.refusals.accepted()
             except RedisError as exc:
-                log.warning("redis error during heartbeat: %s", exc)
+                if not self.refusals.refused(exc):
+                    log.warning("redis error during heartbeat: %s", exc)
             await asyncio.sleep(interval)
 
     async def _heartbeat(self) -> None:

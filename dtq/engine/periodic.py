@@ -15,6 +15,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import layout
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
+from dtq.engine.refusals import WriteRefusals
 from dtq.engine.scripts import Scripts
 
 PROCESS_HISTORY = 3600  # seconds a stopped or dead process stays listed
@@ -32,6 +33,7 @@ class Periodic:
         self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
         self.stopped = threading.Event()
         self.log = logging.getLogger(f"dtq.{self.role}")
+        self.refusals = WriteRefusals(self.log)
 
     @property
     def client(self) -> Any:
@@ -55,11 +57,12 @@ class Periodic:
         backoff = 0.1
         while not self.stopped.is_set():
             try:
-                self._beat()
+                self._beat()  # a write: it tells whether Redis accepts writes
+                self.refusals.accepted()
                 busy = self.run_once()
                 backoff = 0.1
             except RedisError as exc:
-                self.log.warning("redis error, retrying in %.1fs: %s", backoff, exc)
+                self.refusals.report(exc, "running a pass", backoff)
                 self.stopped.wait(backoff)
                 backoff = min(backoff * 2, 5.0)
                 continue
@@ -82,11 +85,14 @@ class Periodic:
         pipe.execute()
 
     def _unregister(self) -> None:
-        """Remove this process from the liveness registry."""
+        """Remove this process from the liveness registry (its key expires if this fails)."""
         pipe = self.client.pipeline(transaction=False)
         pipe.delete(self.keys.process(self.role, self.process_id))
         pipe.zrem(self.keys.processes(self.role), self.process_id)
-        pipe.execute()
+        try:
+            pipe.execute()
+        except RedisError as exc:
+            self.log.warning("could not unregister process_id=%s: %s", self.process_id, exc)
 
     def stop(self) -> None:
         """Ask the loop to end after the current pass."""

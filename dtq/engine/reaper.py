@@ -35,7 +35,7 @@ class Reaper(Periodic):
 
     def run_once(self) -> int:
         """Do one pass of every duty; return how many tasks or entries were settled."""
-        if self.redis_just_started():
+        if self.redis_just_started() or self.writes_just_resumed():
             return 0
         settled = self.reclaim_expired_leases()
         settled += self.settle_dead_consumers()
@@ -57,6 +57,14 @@ class Reaper(Periodic):
         except ResponseError:  # INFO disabled (some managed services): no restart detection
             return False
         return uptime < 2 * dtq_settings.lease_timeout
+
+    def writes_just_resumed(self) -> bool:
+        """Return True while Redis refuses writes, and for two lease timeouts after.
+
+        As after a restart, no lease could be renewed and no heartbeat written meanwhile:
+        live workers get the time to renew before anything of theirs counts as lost.
+        """
+        return self.refusals.recent(2 * dtq_settings.lease_timeout)
 
     @property
     def _dlq(self) -> str:

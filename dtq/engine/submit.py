@@ -8,8 +8,10 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import ResponseError
+
 from dtq.conf import dtq_settings
-from dtq.engine import codec, ids, layout
+from dtq.engine import codec, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.direct import call_script
 from dtq.engine.errors import (
@@ -134,7 +136,14 @@ def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     key_list, argv = prepare(sub)
     client = get_client()
-    return interpret(sub, call_script(client, Scripts.of(client).submit, key_list, argv))
+    try:
+        reply = call_script(client, Scripts.of(client).submit, key_list, argv)
+    except ResponseError as exc:
+        refused = refusals.as_submit_error(exc)
+        if refused is None:
+            raise
+        raise refused from exc  # refused at its first write: nothing of the task was stored
+    return interpret(sub, reply)
 
 
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
@@ -146,7 +155,13 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     for key_list, argv in prepared:
         scripts.submit(keys=key_list, args=argv, client=pipe)
     results: list[Accepted | SubmitError] = []
-    for sub, reply in zip(subs, pipe.execute(), strict=True):
+    for sub, reply in zip(subs, pipe.execute(raise_on_error=False), strict=True):
+        if isinstance(reply, Exception):
+            refused = refusals.as_submit_error(reply)
+            if refused is None:
+                raise reply
+            results.append(refused)
+            continue
         try:
             results.append(interpret(sub, reply))
         except SubmitError as exc:

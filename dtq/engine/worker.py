@@ -24,9 +24,11 @@ from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sy
 from dtq.engine.keys import BANDS, Keys
 from dtq.engine.liveness import LivenessMixin
 from dtq.engine.reading import ReadingMixin
+from dtq.engine.refusals import WriteRefusals
 from dtq.engine.scripts import Scripts
 
 log = logging.getLogger("dtq.worker")
+MAX_BACKOFF = 5.0  # seconds between retries of a loop while Redis is down or refuses writes
 
 
 class Worker(LivenessMixin, ReadingMixin):
@@ -54,6 +56,8 @@ class Worker(LivenessMixin, ReadingMixin):
         self.held: dict[str, Attempt] = {}
         self.stuck: set[Attempt] = set()
         self.outbox: list[tuple[Attempt, Outcome]] = []
+        self.unclaimed: list[Any] = []  # read entries whose claim failed: sent again first
+        self.refusals = WriteRefusals(log)  # shared by the loops: one log line per change
         self.processed = 0
         self.running = 0  # claimed attempts whose handler has not returned yet
         self.claimed = 0
@@ -173,12 +177,16 @@ class Worker(LivenessMixin, ReadingMixin):
                 await self._fetch_once()
                 backoff = 0.05
             except RedisError as exc:
-                log.warning("redis error while fetching, retrying in %.2fs: %s", backoff, exc)
+                self.refusals.report(exc, "fetching", backoff)
                 await asyncio.sleep(backoff)
-                backoff = min(backoff * 2, 5.0)
+                backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _fetch_once(self) -> None:
         assert self._changed is not None
+        if self.unclaimed:
+            entries, self.unclaimed = self.unclaimed, []
+            await self._claim(entries)
+            return
         capacity = self.free
         if self.max_tasks:
             capacity = min(capacity, self.max_tasks - self.claimed)
@@ -219,9 +227,13 @@ class Worker(LivenessMixin, ReadingMixin):
             args += [qi, band, eid]
         keys, argv = layout.build(self.keys, self.queues, refs)
         lease_ms = int(dtq_settings.lease_timeout * 1000)
-        reply = await self._fetcher.script(
-            self._scripts.claim, keys, [*argv, self.worker_id, lease_ms, *args]
-        )
+        try:
+            reply = await self._fetcher.script(
+                self._scripts.claim, keys, [*argv, self.worker_id, lease_ms, *args]
+            )
+        except RedisError:  # the entries sit in our pending list, where no read finds them
+            self.unclaimed = entries
+            raise
         attempts = [
             Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
         ]
@@ -335,6 +347,7 @@ class Worker(LivenessMixin, ReadingMixin):
     async def _flush_loop(self) -> None:
         assert self._flush_now is not None
         pause = float(dtq_settings.FINALIZE_FLUSH_MS) / 1000
+        backoff = 0.05
         while True:
             await self._flush_now.wait()
             self._flush_now.clear()
@@ -342,9 +355,11 @@ class Worker(LivenessMixin, ReadingMixin):
                 await asyncio.sleep(pause)  # let concurrent handlers join this batch
             try:
                 await self._flush()
+                backoff = 0.05
             except RedisError as exc:
-                log.warning("redis error while finalizing, retrying: %s", exc)
-                await asyncio.sleep(0.2)
+                self.refusals.report(exc, "finalizing", backoff)  # outcomes stay in the outbox
+                await asyncio.sleep(backoff)
+                backoff = min(backoff * 2, MAX_BACKOFF)
                 self._flush_now.set()
 
     def _worth_waiting(self) -> bool:
@@ -355,6 +370,7 @@ class Worker(LivenessMixin, ReadingMixin):
         while self.outbox:
             batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
             await self._finalize(batch)
+            self.refusals.accepted()
             del self.outbox[: len(batch)]
             for att, _ in batch:
                 self.held.pop(att.entry, None)
