@@ -24,11 +24,13 @@ _pid = os.getpid()
 
 def _options() -> dict[str, Any]:
     # The socket timeout must outlast the longest BLOCK we send, or blocking reads fail.
+    # No PING health check: Redis answers PING with MISCONF while a failed save stops writes,
+    # which would fail every new connection, reads included; the Retry catches dead sockets.
     return {
         "socket_timeout": float(dtq_settings.SOCKET_TIMEOUT),
         "socket_connect_timeout": float(dtq_settings.SOCKET_CONNECT_TIMEOUT),
         "socket_keepalive": True,
-        "health_check_interval": 30,
+        "health_check_interval": 0,
         "decode_responses": True,
     }
 

@@ -41,6 +41,8 @@ class LivenessMixin:
         while True:
             try:
                 await self._heartbeat()
+                # The one judge of "writes accepted again": under OOM Redis still runs a script
+                # whose first write frees memory (finalize.lua), which says nothing of the rest.
                 self.refusals.accepted()
             except RedisError as exc:
                 if not self.refusals.refused(exc):

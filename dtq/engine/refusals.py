@@ -22,8 +22,7 @@ from dtq.engine.errors import WritesRefused
 # 6.2 any error raised inside a script ("... @user_script: 1: -OOM command not allowed ..."),
 # arrives as a plain ResponseError that carries the code in its text.
 _CLASSES = ((OutOfMemoryError, "OOM"), (ReadOnlyError, "READONLY"))
-_CODE = re.compile(r"(?:^|-|: )(OOM|READONLY|MISCONF) ")
-_SCRIPT_SUFFIX = re.compile(r"\s*script: \w+, on @user_script:\d+\.?$")
+_CODE = re.compile(r"\b(OOM|READONLY|MISCONF) ")
 
 
 def reason(exc: BaseException) -> str | None:
@@ -38,13 +37,12 @@ def reason(exc: BaseException) -> str | None:
 
 
 def describe(exc: BaseException) -> str:
-    """Return Redis' own words for a refusal, starting with its code ('OOM command ...')."""
-    text = str(exc)
+    """Return Redis' first sentence about a refusal, starting with its code ('OOM command ...')."""
+    # A pipeline puts its own words first (the asyncio one also the repr of the reply's args).
+    text = str(exc).rpartition("caused error: ")[2].strip("()\"', ")
     match = _CODE.search(text)
-    if match:
-        return _SCRIPT_SUFFIX.sub("", text[match.start(1) :])
-    # redis-py dropped the code from the message (and a pipeline put its own words first).
-    return _SCRIPT_SUFFIX.sub("", f"{reason(exc)} {text.rpartition('caused error: ')[2]}")
+    text = text[match.start(1) :] if match else f"{reason(exc)} {text}"
+    return text.split(". ", 1)[0].rstrip(".") + "."
 
 
 def as_submit_error(exc: BaseException) -> WritesRefused | None:

@@ -370,7 +370,6 @@ class Worker(LivenessMixin, ReadingMixin):
         while self.outbox:
             batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
             await self._finalize(batch)
-            self.refusals.accepted()
             del self.outbox[: len(batch)]
             for att, _ in batch:
                 self.held.pop(att.entry, None)
