@@ -42,11 +42,10 @@ class LivenessMixin:
             try:
                 await self._heartbeat()
                 # The one judge of "writes accepted again": under OOM Redis still runs a script
-                # whose first write frees memory (finalize.lua), which says nothing of the rest.
+                # whose first write adds no memory (finalize.lua), which says nothing of others.
                 self.refusals.accepted()
             except RedisError as exc:
-                if not self.refusals.refused(exc):
-                    log.warning("redis error during heartbeat: %s", exc)
+                self.refusals.report(exc, "sending the heartbeat", interval)
             await asyncio.sleep(interval)
 
     async def _heartbeat(self) -> None:

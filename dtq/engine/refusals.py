@@ -3,9 +3,10 @@
 Redis refuses a write while it is over `maxmemory` with `noeviction` (OOM), while it is a
 replica (READONLY, e.g. the old primary after a failover) and while its last background save
 failed with `stop-writes-on-bgsave-error yes` (MISCONF). A script is refused at its first
-write, before it changed anything, so a refused call wrote nothing and can simply be sent
-again later. The refusal is a state of the server, not of one call: the roles keep retrying
-and say so once when it starts and once when it ends, never once per task or per retry.
+write, before it changed anything (under OOM only if that write adds memory; once a script
+has written, Redis lets it finish), so a refused call wrote nothing and can be sent again.
+The refusal is a state of the server, not of one call: the roles keep retrying and say so
+once when it starts and once when it ends, never once per task or per retry.
 """
 
 from __future__ import annotations
