@@ -300,7 +300,8 @@ def test_roles_keep_every_task_and_resume_when_redis_accepts_writes_again(
         assert not logged(log, role, "redis accepts writes again"), role
 
     refusal.end()
-    wait_for(lambda: all(state_of(r) == "SUCCEEDED" for r in (running, waiting, delayed)))
+    # Within the 5 s backoff cap of each loop, with room for a loaded machine.
+    wait_for(lambda: all(state_of(r) == "SUCCEEDED" for r in (running, waiting, delayed)), 30)
     assert [running.attempt, waiting.attempt, delayed.attempt] == [1, 1, 1]
     assert len(dtq_env.witnessed("hold")) == 2 and len(dtq_env.witnessed("record")) == 2
     assert not dtq_env.events("TASK_REDELIVERED") and not dtq_env.events("TASK_RECLAIMED")
