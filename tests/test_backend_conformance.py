@@ -131,6 +131,15 @@ def test_enqueue_inside_a_transaction_does_not_wait_for_the_commit(dtq_env):
         assert records.get_task(result.id) is not None
 
 
+@pytest.mark.django_db(transaction=True)
+def test_enqueue_on_commit_stamps_the_result_when_redis_accepts_it(dtq_env):
+    with transaction.atomic():
+        result = dj.add.using(run_after=timezone.now() + timedelta(hours=1)).enqueue_on_commit(1, 2)
+        assert (result.enqueued_at, result.status) == (None, "READY")
+    assert ms_precise(result.enqueued_at) and ms_precise(result.task.run_after)
+    assert result == default_task_backend.get_result(result.id)
+
+
 def test_task_enqueued_is_logged_with_the_id(dtq_env, caplog):
     with caplog.at_level("DEBUG", logger="django.tasks"):
         result = dj.add.enqueue(1, 1)
