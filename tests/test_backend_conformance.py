@@ -5,7 +5,7 @@ suite (Django 6.1's tests/tasks/), in dtq's words, and runs it on DtqBackend: en
 process, a dtq_worker process runs the task, the result is read back from Redis. Where
 Django's ImmediateBackend is the reference (argument and return value encoding), the same
 task runs on both and the outcomes are compared. docs/django-tasks.md lists the deliberate
-differences; each has a test here too.
+differences (tested here too), and `make django-suite` runs Django's own suite itself.
 """
 
 from __future__ import annotations
