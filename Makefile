@@ -3,12 +3,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv demo test test-fast test-django60 lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv demo test test-fast test-django60 django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
 	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
+	@echo "make django-suite - run Django's own tests/tasks/ against DtqBackend with real workers"
 	@echo "make lint   - ruff"
 	@echo "make bench  - benchmark dtq against Celery, RQ, Dramatiq, Huey, arq, taskiq, saq (~15 min)"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
@@ -41,6 +42,11 @@ $(DJ60_STAMP): requirements.txt pyproject.toml
 
 test-django60: $(DJ60_STAMP)
 	$(DJ60_PY) -m pytest tests/test_backend*.py $(PYTEST_ARGS)
+
+# Django's own tests/tasks/ (from the installed version's sdist) against DtqBackend; passes
+# when only the deliberate differences of docs/django-tasks.md fail.
+django-suite: $(STAMP)
+	$(PY) -m tests.django_suite $(DJANGO_SUITE_ARGS)
 
 # Benchmark against peer queues (bench/README.md, docs/performance.md): its own venv.
 bench:

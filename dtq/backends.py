@@ -23,15 +23,19 @@ from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
 from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.crypto import get_random_string
-from django.utils.json import normalize_json
 
 from dtq.conf import dtq_settings
+from dtq.djjson import to_json
 from dtq.djtasks import (
     READY,
     DjangoTaskEntry,
     DtqTask,
     DtqTaskContext,
+    DtqTaskError,
     DtqTaskResult,
+    UnresolvedException,
+    moment_ms,
+    recorded_task,
     result_from_record,
 )
 from dtq.engine import ids, records, registry
@@ -54,7 +58,9 @@ __all__ = [
     "DtqImmediateBackend",
     "DtqTask",
     "DtqTaskContext",
+    "DtqTaskError",
     "DtqTaskResult",
+    "UnresolvedException",
     "result_from_record",
 ]
 
@@ -83,8 +89,8 @@ def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -
     return Submission(
         name=task.module_path,
         queue=task.queue_name,
-        args=normalize_json(list(args)),  # type: ignore[arg-type]  # a list stays a list
-        kwargs=normalize_json(dict(kwargs)),  # type: ignore[arg-type]  # a dict stays a dict
+        args=to_json(list(args)),
+        kwargs=to_json(dict(kwargs)),
         priority=task.priority,
         max_attempts=int(option("max_attempts", s.DEFAULT_MAX_ATTEMPTS)),
         delay=_delay(task.run_after),
@@ -271,17 +277,28 @@ class DtqBackend(_DtqOptions):
                 "task_id=%s not enqueued: its idempotency key is task %s", sub.task_id, accepted.id
             )
             return
-        object.__setattr__(result, "enqueued_at", timezone.now())
+        accepted_now = self._accepted(result.task, sub, accepted)
+        for name in ("task", "enqueued_at"):
+            object.__setattr__(result, name, getattr(accepted_now, name))
         task_enqueued.send(type(self), task_result=result)
 
     def _accepted(
         self, task: Task, sub: Submission, accepted: Accepted, enqueued: bool = True
     ) -> DtqTaskResult:
+        """Return the result of an accepted submission as get_result() reads it back.
+
+        Times are Redis' (the clock and millisecond precision of the record), not this host's.
+        """
+        enqueued_at = None
+        if enqueued:
+            created, delay = accepted.created_ms, int(sub.delay * 1000)  # as submit.lua adds
+            recorded = {"created_at": created / 1000, "run_after": (created + delay) / 1000}
+            task, enqueued_at = recorded_task(task, recorded), moment_ms(created)
         return DtqTaskResult(
             task=task,
             id=accepted.id,
             status=READY,
-            enqueued_at=timezone.now() if enqueued else None,
+            enqueued_at=enqueued_at,
             started_at=None,
             last_attempted_at=None,
             finished_at=None,
@@ -308,22 +325,11 @@ class DtqBackend(_DtqOptions):
         task = getattr(entry, "task", None)
         if task is None:  # a dtq.task, or a module this process did not import
             raise TaskResultDoesNotExist(f"{result_id} is not a django task known here")
-        return result_from_record(_as_enqueued(task, record), record, self.alias)
+        return result_from_record(task, record, self.alias)
 
     async def aget_result(self, result_id: str) -> DtqTaskResult:
         """Read a task's result from Redis, from async code."""
         return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
-
-
-def _as_enqueued(task: Task, record: dict[str, Any]) -> Task:
-    """Return the task with the priority and queue it was enqueued with."""
-    priority, queue = record.get("priority", task.priority), record.get("queue", task.queue_name)
-    if (priority, queue) == (task.priority, task.queue_name):
-        return task
-    try:
-        return task.using(priority=priority, queue_name=queue)
-    except InvalidTask:
-        return task  # e.g. QUEUES changed since: the stored result still reads
 
 
 class DtqImmediateBackend(_DtqOptions, ImmediateBackend):  # type: ignore[misc]

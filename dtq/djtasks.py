@@ -7,11 +7,12 @@ dtq.backends re-exports the public names; import them from there.
 from __future__ import annotations
 
 import logging
+import sys
 import threading
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime
-from functools import partial
-from inspect import iscoroutinefunction
+from functools import lru_cache, partial
+from inspect import isclass, iscoroutinefunction
 from typing import Any
 
 from django.conf import settings
@@ -24,11 +25,13 @@ from django.tasks.base import (
     TaskResult,
     TaskResultStatus,
 )
+from django.tasks.exceptions import InvalidTask
 from django.tasks.signals import task_finished, task_started
 from django.utils import timezone
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
+from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records
 from dtq.engine.errors import PermanentError
 from dtq.engine.state import TaskState
@@ -149,6 +152,49 @@ class DtqTaskContext(TaskContext):  # type: ignore[misc]  # the stubs miss froze
         return self.cancel is not None and self.cancel.is_set()
 
 
+# ----- errors: classes resolved without importing anything ---------------------------------
+
+
+class UnresolvedException(Exception):
+    """Stands in for an error class of a task's history that this process has not imported."""
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class DtqTaskError(TaskError):  # type: ignore[misc]  # the stubs miss frozen=True
+    """A django TaskError whose exception_class never imports a path read from Redis."""
+
+    @property
+    def exception_class(self) -> type[BaseException]:
+        """Return the class if this process already imported it, else a stand-in of that name."""
+        found = _imported(self.exception_class_path)
+        if found is None:
+            return _stand_in(self.exception_class_path)
+        if not (isclass(found) and issubclass(found, BaseException)):
+            raise ValueError(f"{self.exception_class_path!r} does not reference a valid exception.")
+        return found
+
+
+def _imported(path: str) -> Any:
+    """Return the object at a dotted path from the modules already imported, or None."""
+    parts = path.split(".")
+    for cut in range(len(parts) - 1, 0, -1):  # the longest module prefix wins
+        module = sys.modules.get(".".join(parts[:cut]))
+        if module is None:
+            continue
+        found: Any = module
+        for name in parts[cut:]:
+            found = getattr(found, name, None)
+        return found
+    return None
+
+
+@lru_cache(maxsize=256)  # one class per path, so `is` comparisons hold; bounded
+def _stand_in(path: str) -> type[UnresolvedException]:
+    module, _, name = path.rpartition(".")
+    attrs = {"__module__": module or "builtins", "__qualname__": name or path, "path": path}
+    return type(name or path, (UnresolvedException,), attrs)
+
+
 # ----- dtq records as django results -------------------------------------------------------
 
 
@@ -162,7 +208,7 @@ def exception_path(name: str) -> str:
 
 def _task_error(name: str, message: str = "", text: str | None = None) -> TaskError:
     path = exception_path(name)
-    return TaskError(exception_class_path=path, traceback=text or f"{path}: {message}\n")
+    return DtqTaskError(exception_class_path=path, traceback=text or f"{path}: {message}\n")
 
 
 def _final_error(record: dict[str, Any], state: TaskState, history: list[Any]) -> Any:
@@ -204,8 +250,35 @@ def _arguments(payload: Any) -> tuple[list[Any], dict[str, Any]]:
     return list(payload.get("args") or []), dict(payload.get("kwargs") or {})
 
 
+def moment_ms(ms: int) -> datetime | None:
+    """Return a Redis time in milliseconds as the datetime a record read gives for it."""
+    return _moment(ms / 1000)
+
+
+def _run_after(record: dict[str, Any]) -> datetime | None:
+    """Return when the task was last due to run, if it had to wait (None: it ran at once)."""
+    due, created = record.get("run_after"), record.get("created_at")
+    return _moment(due) if due and created and due > created else None
+
+
+def recorded_task(task: Task, record: dict[str, Any]) -> Task:
+    """Return the task with the priority, queue and run_after its record holds."""
+    changes = {
+        "priority": record.get("priority", task.priority),
+        "queue_name": record.get("queue", task.queue_name),
+        "run_after": _run_after(record),
+    }
+    if all(getattr(task, name) == value for name, value in changes.items()):
+        return task
+    try:
+        return replace(task, **changes)
+    except InvalidTask:
+        return task  # e.g. QUEUES changed since: the stored result still reads
+
+
 def result_from_record(task: Task, record: dict[str, Any], alias: str) -> DtqTaskResult:
     """Map a dtq task record (records.get_task) onto a django TaskResult."""
+    task = recorded_task(task, record)
     state = TaskState(record["state"])
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
     workers = [h.get("worker") or "" for h in history]
@@ -273,6 +346,11 @@ class DjangoTaskEntry:
     def is_async(self) -> bool:
         """Return True when the function is a coroutine function."""
         return iscoroutinefunction(self.func)
+
+    @staticmethod
+    def encode_result(value: Any) -> str:
+        """Encode a return value by django.tasks' rules (the executor reports what fails)."""
+        return codec.dumps(to_json(value))
 
     def should_retry(self, exc: BaseException) -> bool:
         """Return True when exc is one this task retries on (DtqTask.retry_on)."""

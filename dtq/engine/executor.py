@@ -93,12 +93,16 @@ def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -
 
 
 def success(att: Attempt, worker_id: str, value: Any) -> Outcome:
-    """Encode a return value; an unserializable one fails the task permanently."""
+    """Encode a return value; one that cannot be encoded fails the task, as its real error.
+
+    A registry entry may bring its own encode_result (django tasks follow Django's rules).
+    Retrying cannot help: the same code returns the same value.
+    """
+    encode = getattr(registry.get(att.name), "encode_result", codec.dumps)
     try:
-        data = codec.dumps(value)
-    except TypeError as exc:
-        err = PermanentError(f"return value is not JSON-serializable: {exc}")
-        return failure(att, worker_id, err, retryable=False)
+        data = encode(value)
+    except (TypeError, ValueError) as exc:
+        return failure(att, worker_id, exc, retryable=False)
     return Outcome("success", data, _record(att, worker_id, "succeeded", None))
 
 

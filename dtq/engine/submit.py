@@ -53,6 +53,7 @@ class Accepted:
     id: str
     state: str
     duplicate: bool = False
+    created_ms: int = 0  # when Redis accepted the task, by Redis' clock (0: a replay)
 
 
 def validate(sub: Submission) -> None:
@@ -121,7 +122,7 @@ def interpret(sub: Submission, reply: list[Any]) -> Accepted:
     """Turn submit.lua's reply into an Accepted, or raise the matching SubmitError."""
     kind = reply[0]
     if kind == "ok":
-        return Accepted(reply[1], reply[2])
+        return Accepted(reply[1], reply[2], created_ms=int(reply[3]))
     if kind == "duplicate":
         return Accepted(reply[1], "", duplicate=True)
     if kind == "full":

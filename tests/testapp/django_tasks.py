@@ -2,6 +2,8 @@
 
 import asyncio
 import sys
+from datetime import UTC, datetime
+from decimal import Decimal
 from typing import Any
 
 import django
@@ -71,6 +73,61 @@ def create_user(username: str) -> int:
     from django.contrib.auth.models import User
 
     return int(User.objects.create(username=username).pk)
+
+
+@task(queue_name="tests")
+def echo(*args: Any, **kwargs: Any) -> dict[str, Any]:
+    """Return the arguments as the handler received them."""
+    return {"args": list(args), "kwargs": kwargs}
+
+
+SAMPLES: dict[str, Any] = {
+    "int-keys-and-tuples": {1: "a", "b": [2, (3, 4)]},
+    "tuple": (1, "two", None, True, 2.5),
+    "bytes": b"utf-8 bytes",
+    "other-scalar-keys": {None: 1, False: 2, 1.5: 3},
+    "datetime": datetime(2030, 1, 1, tzinfo=UTC),
+    "decimal": Decimal("1.5"),
+    "set": {1, 2},
+    "undecodable-bytes": b"\xff\xfe",
+    "tuple-key": {(1, 2): "tuple key"},
+}
+
+
+@task(queue_name="tests")
+def give_back(sample: str) -> Any:
+    """Return SAMPLES[sample] unchanged (its encoding is the backend's business)."""
+    return SAMPLES[sample]
+
+
+@task(queue_name="tests")
+def returns_datetime() -> Any:
+    """Return a value django.tasks cannot encode (a datetime)."""
+    return datetime(2030, 1, 1, tzinfo=UTC)
+
+
+@task(queue_name="tests")
+def returns_function() -> Any:
+    """Return a value neither JSON nor anything else can carry."""
+    return lambda: True
+
+
+@task(queue_name="tests")
+def nested_error() -> None:
+    """Raise an exception whose argument is an exception."""
+    raise ValueError(ValueError("inner failure"))
+
+
+@task(queue_name="tests")
+def exits() -> None:
+    """Raise SystemExit, as sys.exit() does."""
+    raise SystemExit("task called sys.exit")
+
+
+@task(queue_name="tests")
+def interrupted() -> None:
+    """Raise KeyboardInterrupt from inside the handler."""
+    raise KeyboardInterrupt("task raised KeyboardInterrupt")
 
 
 if django.VERSION >= (6, 1):  # @task(**kwargs) reaches DtqTask from Django 6.1 on

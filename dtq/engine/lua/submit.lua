@@ -4,10 +4,10 @@
 --   6 payload (JSON), 7 delay (ms, 0 = now), 8 expires at (ms, 0 = never), 9 timeout (s or ''),
 --   10 retry policy (JSON), 11 idempotency key ('' = none), 12 payload fingerprint,
 --   13 queue depth limit (0 = none)
--- Reply: {'ok', id, state} | {'full', active} | {'conflict', other id} |
---        {'in_progress', other id} | {'duplicate', other id}
--- A task id that already has a record is the same call sent again: {'ok', id, current state},
--- and nothing is written.
+-- Reply: {'ok', id, state, created at (ms, Redis clock)} | {'full', active} |
+--        {'conflict', other id} | {'in_progress', other id} | {'duplicate', other id}
+-- A task id that already has a record is the same call sent again: {'ok', id, current state,
+-- its created at}, and nothing is written.
 local id, name, priority, band = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3], ARGV[ARG0 + 4]
 local max_attempts, payload = ARGV[ARG0 + 5], ARGV[ARG0 + 6]
 local delay, expires_at = tonumber(ARGV[ARG0 + 7]), ARGV[ARG0 + 8]
@@ -18,8 +18,8 @@ local tk, ik = tkey(1, 1), tkey(1, 3)
 -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
 -- write). Writing again would add a second stream entry, count the task twice and reset a
 -- task that already started: answer as the first call did instead.
-local prior = redis.call('HGET', tk, 'state')
-if prior then return {'ok', id, prior} end
+local prior = redis.call('HMGET', tk, 'state', 'created_at')
+if prior[1] then return {'ok', id, prior[1], tonumber(prior[2]) or 0} end
 
 if idem ~= '' then
   -- The record carries its task's progress, so no other task's key is needed here.
@@ -61,4 +61,4 @@ if idem ~= '' then
   -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
   redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
 end
-return {'ok', id, state}
+return {'ok', id, state, NOW}
