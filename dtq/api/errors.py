@@ -18,6 +18,7 @@ from rest_framework.response import Response
 from rest_framework.views import set_rollback
 
 from dtq.engine import errors as engine
+from dtq.engine.connection import describe, is_outage
 
 log = logging.getLogger("dtq.api")
 
@@ -89,6 +90,12 @@ class TooManyRequests(ApiError):
     default_code = "queue_full"
 
 
+class RedisRefused(ApiError):
+    """Raised when Redis refused one command of the request; Redis itself is up (400)."""
+
+    default_code = "redis_refused"
+
+
 class Unavailable(ApiError):
     """Raised when a dependency (Redis, scheduler, reaper) is not usable (503)."""
 
@@ -135,6 +142,15 @@ def from_engine(exc: engine.DtqError) -> ApiError:
     return Conflict(message, code="refused")
 
 
+def from_redis(exc: RedisError) -> ApiError:
+    """Translate a Redis error: 503 only when Redis is down, else a 400 naming the refusal."""
+    if is_outage(exc):
+        message = f"Redis is not reachable: {type(exc).__name__}"
+        return Unavailable(message, code="redis_unavailable", headers={"Retry-After": "1"})
+    log.warning("redis refused a request's command error=%s", describe(exc))
+    return RedisRefused(f"Redis refused the request: {describe(exc)}")
+
+
 def _drf_error(exc: exceptions.APIException) -> tuple[str, str, dict[str, Any]]:
     """Return (code, message, details) for a DRF exception."""
     if isinstance(exc, exceptions.ValidationError):
@@ -159,7 +175,7 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response:
     elif isinstance(exc, engine.DtqError):
         exc = from_engine(exc)
     elif isinstance(exc, RedisError):
-        exc = Unavailable(f"Redis is not reachable: {type(exc).__name__}", code="redis_unavailable")
+        exc = from_redis(exc)
     set_rollback()
     if not isinstance(exc, exceptions.APIException):
         request = context.get("request")

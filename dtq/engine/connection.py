@@ -3,12 +3,15 @@
 from __future__ import annotations
 
 import os
+import re
 import threading
 from typing import Any
+from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
 
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -16,6 +19,19 @@ from redis.retry import Retry
 from dtq.conf import dtq_settings
 
 RETRY_ON = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
+# Errors that mean "Redis cannot serve anyone right now" (down, failing over, full), as opposed
+# to Redis refusing one command (a wrong argument or type), which says nothing about its health.
+OUTAGE_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReadOnlyError,
+    ClusterDownError,
+    TryAgainError,
+    OutOfMemoryError,
+)
+MASK = "***"
+# user:password@ in any URL inside a message (redis://, rediss://, unix://, sentinel...).
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -42,6 +58,53 @@ def redis_url() -> str:
 
     location = settings.CACHES[alias]["LOCATION"]
     return str(location[0] if isinstance(location, (list, tuple)) else location)
+
+
+def mask_url(url: str) -> str:
+    """Return url with its password (in the user part or a password= parameter) masked."""
+    try:
+        parts = urlsplit(url)
+        has_password = parts.password is not None
+    except ValueError:
+        return _URL_PASSWORD.sub(rf"\g<head>{MASK}@", url)
+    netloc = parts.netloc
+    if has_password:
+        userinfo, _, host = netloc.rpartition("@")
+        netloc = f"{userinfo.partition(':')[0]}:{MASK}@{host}"
+    query = [
+        (name, MASK if name.lower() == "password" else value)
+        for name, value in parse_qsl(parts.query, keep_blank_values=True)
+    ]
+    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+
+
+def redact(text: str) -> str:
+    """Return text (e.g. an exception message) with every Redis URL password masked."""
+    text = _URL_PASSWORD.sub(rf"\g<head>{MASK}@", text)
+    for password in _configured_passwords():
+        text = text.replace(password, MASK)
+    return text
+
+
+def _configured_passwords() -> list[str]:
+    """Return the password(s) in the configured URL that are long enough to mask safely."""
+    try:
+        parts = urlsplit(redis_url())
+        found = [parts.password or ""]
+    except Exception:  # a broken setting must not hide the message being reported
+        return []
+    found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+    return [p for p in found if len(p) >= 4]  # shorter ones would mask ordinary words
+
+
+def describe(exc: BaseException) -> str:
+    """Return an exception as 'Class: message' with passwords masked, for logs and errors."""
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Return True when a Redis error means Redis is unreachable or cannot take writes now."""
+    return isinstance(exc, OUTAGE_ERRORS)
 
 
 def _sync_client() -> redis.Redis:
