@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import threading
 from typing import Any
-from urllib.parse import parse_qsl, urlencode, urlsplit, urlunsplit
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.asyncio as aioredis
@@ -32,6 +33,7 @@ OUTAGE_ERRORS = (
 MASK = "***"
 # user:password@ in any URL inside a message (redis://, rediss://, unix://, sentinel...).
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&#\s]*", re.IGNORECASE)
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -62,25 +64,13 @@ def redis_url() -> str:
 
 def mask_url(url: str) -> str:
     """Return url with its password (in the user part or a password= parameter) masked."""
-    try:
-        parts = urlsplit(url)
-        has_password = parts.password is not None
-    except ValueError:
-        return _URL_PASSWORD.sub(rf"\g<head>{MASK}@", url)
-    netloc = parts.netloc
-    if has_password:
-        userinfo, _, host = netloc.rpartition("@")
-        netloc = f"{userinfo.partition(':')[0]}:{MASK}@{host}"
-    query = [
-        (name, MASK if name.lower() == "password" else value)
-        for name, value in parse_qsl(parts.query, keep_blank_values=True)
-    ]
-    return urlunsplit(parts._replace(netloc=netloc, query=urlencode(query, safe="*")))
+    url = _URL_PASSWORD.sub(rf"\g<head>{MASK}@", url)
+    return _QUERY_PASSWORD.sub(rf"\g<head>{MASK}", url)
 
 
 def redact(text: str) -> str:
     """Return text (e.g. an exception message) with every Redis URL password masked."""
-    text = _URL_PASSWORD.sub(rf"\g<head>{MASK}@", text)
+    text = mask_url(text)
     for password in _configured_passwords():
         text = text.replace(password, MASK)
     return text
@@ -100,6 +90,17 @@ def _configured_passwords() -> list[str]:
 def describe(exc: BaseException) -> str:
     """Return an exception as 'Class: message' with passwords masked, for logs and errors."""
     return redact(f"{type(exc).__name__}: {exc}")
+
+
+class RedactFilter(logging.Filter):
+    """Logging filter that masks Redis passwords in every record (usable in LOGGING too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
 
 
 def is_outage(exc: BaseException) -> bool:

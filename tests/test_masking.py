@@ -1,0 +1,80 @@
+"""Redis passwords never reach output: commands' errors, process logs, checks, the demo."""
+
+from __future__ import annotations
+
+import logging
+import subprocess
+import sys
+
+import pytest
+from django.core.management import call_command
+from django.core.management.base import CommandError
+
+from dtq.engine.connection import RedactFilter, mask_url, redact
+from tests.conftest import ROOT
+
+PASSWORD = "hunter2-not-for-output"
+DOWN = f"redis://admin:{PASSWORD}@127.0.0.1:1/0"  # nothing listens on port 1
+
+
+@pytest.mark.parametrize(
+    ("url", "masked"),
+    [
+        (f"redis://:{PASSWORD}@h:6379/0", "redis://:***@h:6379/0"),
+        (f"rediss://alice:{PASSWORD}@h/1", "rediss://alice:***@h/1"),
+        (
+            f"unix:///run/redis.sock?db=2&password={PASSWORD}",
+            "unix:///run/redis.sock?db=2&password=***",
+        ),
+        ("redis://h:6379/0", "redis://h:6379/0"),
+        (f"redis://:{PASSWORD}@[::1", "redis://:***@[::1"),  # unparseable: still masked
+    ],
+)
+def test_mask_url_hides_every_form_of_password(url, masked):
+    assert mask_url(url) == masked
+
+
+def test_redact_masks_urls_and_the_configured_password_in_any_text(settings):
+    settings.DTQ = {**settings.DTQ, "REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0"}
+    text = f"failed on redis://u:{PASSWORD}@host/0 after AUTH {PASSWORD}"
+    assert redact(text) == "failed on redis://u:***@host/0 after AUTH ***"
+
+
+def test_the_log_filter_masks_formatted_records():
+    record = logging.LogRecord("dtq", logging.WARNING, __file__, 1, "error=%s", (DOWN,), None)
+    assert RedactFilter().filter(record)
+    assert PASSWORD not in record.getMessage() and "127.0.0.1:1" in record.getMessage()
+
+
+@pytest.mark.slow
+def test_dtq_status_errors_mask_the_password(settings):
+    settings.DTQ = {**settings.DTQ, "REDIS_URL": DOWN}
+    with pytest.raises(CommandError) as caught:
+        call_command("dtq_status")
+    assert PASSWORD not in str(caught.value) and "admin:***@127.0.0.1:1" in str(caught.value)
+
+
+def test_checks_mask_a_url_that_is_not_a_redis_url(settings):
+    from dtq.checks import _setting_errors
+
+    settings.DTQ = {**settings.DTQ, "REDIS_URL": f"http://u:{PASSWORD}@h/"}
+    messages = " ".join(e.msg for e in _setting_errors())
+    assert "is not a Redis URL" in messages and PASSWORD not in messages
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("command", ["dtq_worker", "dtq_scheduler", "dtq_reaper", "dtq_status"])
+def test_process_errors_mask_the_password(dtq_env, command):
+    env = dtq_env.env()
+    env["DTQ_REDIS_URL"] = DOWN
+    done = subprocess.run(
+        [sys.executable, str(ROOT / "manage.py"), command],
+        env=env,
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    output = done.stdout + done.stderr
+    assert done.returncode != 0 and "cannot r" in output, output
+    assert PASSWORD not in output and "admin:***@127.0.0.1:1" in output
