@@ -37,6 +37,8 @@ POSITIVE_NUMBERS = (
     "DEFAULT_MAX_ATTEMPTS",
     "API_MAX_BODY_BYTES",
     "API_PAGE_SIZE",
+    "LIVE_RECHECK_INTERVAL",
+    "LIVE_MAX_SOCKETS_PER_USER",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")

@@ -147,7 +147,11 @@ def _async_client() -> aioredis.Redis:
         **_options(),
     )
     pool.connection_class = _with_hiredis_packing(pool.connection_class)
-    return aioredis.Redis(connection_pool=pool)
+    client = aioredis.Redis(connection_pool=pool)
+    # The pool is this client's alone: aclose() must disconnect it too, or every connection
+    # it opened stays open until garbage collection.
+    client.auto_close_connection_pool = True
+    return client
 
 
 def _check_fork() -> None:
