@@ -11,8 +11,13 @@ from importlib import import_module
 from typing import Any
 from urllib.parse import parse_qs
 
-from channels.db import database_sync_to_async
-from channels.generic.websocket import AsyncJsonWebsocketConsumer
+try:
+    from channels.db import database_sync_to_async
+    from channels.generic.websocket import AsyncJsonWebsocketConsumer
+except ImportError as exc:
+    from dtq.extras import missing_extra
+
+    raise missing_extra("live", exc) from exc
 from django.conf import settings
 from django.contrib import auth
 from django.contrib.auth.signals import user_logged_out
