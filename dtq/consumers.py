@@ -148,8 +148,10 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
         log.info("live socket closed user_id=%s reason=logout", self.user_id)
         await self.close(code=CLOSE_REVOKED)
 
-    async def receive_json(self, content: Any, **kwargs: Any) -> None:
-        """Ignore client messages: the feed is one-way."""
+    async def receive(
+        self, text_data: str | None = None, bytes_data: bytes | None = None, **kwargs: Any
+    ) -> None:
+        """Ignore client frames unread: the feed is one-way (and junk must not end it)."""
 
     async def disconnect(self, code: int) -> None:
         with _open_lock:

@@ -7,6 +7,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -407,3 +408,37 @@ def test_closed_sockets_leave_no_redis_connection_open(dtq_env):
 
     assert run(scenario) >= before + 40
     wait_for(lambda: redis_connections_of_this_process(dtq_env.client) <= before, timeout=5)
+
+
+# ----- bad input (found by tests/test_fuzz.py) --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "last_id", ["18446744073709551616-0", "1-18446744073709551616", "\u0661-\u0661", "1-1\n"]
+)
+def test_a_last_id_redis_would_refuse_starts_from_now(dtq_env, last_id):
+    cookie = session_cookie()
+
+    async def scenario() -> dict[str, Any]:
+        comm = communicator(cookie, urlencode({"last_id": last_id}))
+        first = await connected(comm)
+        await comm.disconnect()
+        return first
+
+    assert run(scenario)["last_id"] == events.latest_id()
+
+
+def test_junk_frames_are_ignored_and_the_feed_goes_on(dtq_env):
+    cookie = session_cookie()
+
+    async def scenario() -> str:
+        comm = communicator(cookie)
+        await connected(comm)
+        await comm.send_to(text_data="{not json")
+        await comm.send_to(bytes_data=b"\xff\x00")
+        task_id = await enqueue(1)
+        [event] = await events_until(comm, 1)
+        await comm.disconnect()
+        return event["task"] == task_id
+
+    assert run(scenario)
