@@ -31,6 +31,8 @@ def _secret_key(path: Path) -> str:
 
 SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _secret_key(VAR_DIR / "secret_key")
 DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
+# Error pages and ADMINS e-mails list the settings: mask the password in DTQ["REDIS_URL"].
+DEFAULT_EXCEPTION_REPORTER_FILTER = "dtq.reporting.RedisSafeExceptionReporterFilter"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 INSTALLED_APPS = [

@@ -78,3 +78,27 @@ def test_process_errors_mask_the_password(dtq_env, command):
     output = done.stdout + done.stderr
     assert done.returncode != 0 and "cannot r" in output, output
     assert PASSWORD not in output and "admin:***@127.0.0.1:1" in output
+
+
+@pytest.mark.parametrize(
+    "reporter_filter", [None, "dtq.reporting.RedisSafeExceptionReporterFilter"]
+)
+def test_django_error_reports_mask_the_redis_password(settings, rf, reporter_filter):
+    import sys
+
+    from django.views.debug import ExceptionReporter, get_default_exception_reporter_filter
+
+    settings.DTQ = {**settings.DTQ, "REDIS_URL": f"redis://:{PASSWORD}@127.0.0.1:6379/0"}
+    settings.CACHES = {"r": {"BACKEND": "x", "LOCATION": f"redis://:{PASSWORD}@cache:6379/1"}}
+    if reporter_filter:
+        settings.DEFAULT_EXCEPTION_REPORTER_FILTER = reporter_filter
+    get_default_exception_reporter_filter.cache_clear()  # Django caches it per process
+    try:
+        raise RuntimeError("boom")
+    except RuntimeError:
+        report = ExceptionReporter(rf.get("/"), *sys.exc_info()).get_traceback_text()
+    finally:
+        get_default_exception_reporter_filter.cache_clear()
+    assert "boom" in report
+    # Django's own filter leaks it (why dtq ships one); the demo project sets dtq's.
+    assert (PASSWORD in report) is (reporter_filter is None)
