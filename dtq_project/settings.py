@@ -106,6 +106,7 @@ TASKS = {"default": {"BACKEND": "dtq.backends.DtqBackend", "QUEUES": [], "OPTION
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact": {"()": "dtq.engine.connection.RedactFilter"}},  # Redis passwords
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "loggers": {"dtq": {"handlers": ["console"], "level": "INFO"}},
 }

@@ -102,3 +102,23 @@ def test_django_error_reports_mask_the_redis_password(settings, rf, reporter_fil
     assert "boom" in report
     # Django's own filter leaks it (why dtq ships one); the demo project sets dtq's.
     assert (PASSWORD in report) is (reporter_filter is None)
+
+
+def test_the_commands_mask_passwords_in_the_projects_log_handlers_too():
+    import io
+
+    from dtq.management.commands._common import setup_logging
+
+    dtq_logger, root = logging.getLogger("dtq"), logging.getLogger()
+    saved = (list(dtq_logger.handlers), dtq_logger.level)
+    out = io.StringIO()
+    project_handler = logging.StreamHandler(out)  # as a project's LOGGING would configure
+    root.addHandler(project_handler)
+    try:
+        setup_logging(1)
+        logging.getLogger("dtq.worker").warning("redis error: cannot reach %s", DOWN)
+    finally:
+        root.removeHandler(project_handler)
+        dtq_logger.handlers[:], dtq_logger.level = saved
+    assert "cannot reach redis://admin:***@127.0.0.1:1/0" in out.getvalue()
+    assert PASSWORD not in out.getvalue()

@@ -50,8 +50,11 @@ def setup_logging(verbosity: int) -> None:
     if not logger.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
-        handler.addFilter(RedactFilter())  # redis-py messages may quote the URL
         logger.addHandler(handler)
+    # Every handler dtq's records reach, the project's too: an error may quote the Redis URL.
+    for target in (*logger.handlers, *logging.getLogger().handlers):
+        if not any(isinstance(f, RedactFilter) for f in target.filters):
+            target.addFilter(RedactFilter())
     logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
 
