@@ -293,6 +293,12 @@ def revoke_permission() -> None:
     Permission.objects.get(codename="view_queues").user_set.clear()
 
 
+def change_password() -> None:
+    for user in User.objects.all():
+        user.set_password("a-new-password")
+        user.save()
+
+
 def delete_session(key: str) -> None:
     from django.contrib.sessions.models import Session
 
@@ -306,8 +312,9 @@ def delete_session(key: str) -> None:
         lambda key: User.objects.update(is_active=False),
         lambda key: User.objects.update(is_staff=False),
         delete_session,
+        lambda key: change_password(),
     ],
-    ids=["permission-removed", "deactivated", "no-longer-staff", "session-deleted"],
+    ids=["permission-removed", "deactivated", "no-longer-staff", "session-deleted", "password"],
 )
 def test_a_socket_closes_once_access_ends(dtq_env, revoke):
     dtq_env.configure(LIVE_RECHECK_INTERVAL=0.2)
