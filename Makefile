@@ -8,6 +8,7 @@ STAMP := $(VENV)/.installed-stamp
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
+	@echo "make chromium - install Debian's chromium for the browser tests (make test does it)"
 	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
 	@echo "make lint   - ruff"
 	@echo "make bench  - benchmark dtq against Celery, RQ, Dramatiq, Huey, arq, taskiq, saq (~15 min)"
@@ -33,7 +34,7 @@ chromium:
 	@if [ -x "$(CHROMIUM)" ]; then :; \
 	elif [ "$$(id -u)" = 0 ] && command -v $(firstword $(APT_GET)) >/dev/null 2>&1; then \
 		echo "installing Debian's chromium for the browser tests"; \
-		$(APT_GET) update -qq && $(APT_GET) install -y -qq chromium; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq chromium; \
 	else \
 		echo "make: no Chromium at $(CHROMIUM): the 5 browser tests will be skipped" \
 			"(they fail with CI=true). Install it with: sudo apt-get install chromium"; \
