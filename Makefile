@@ -3,11 +3,12 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv demo test test-fast test-django60 django-suite lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv chromium demo test test-fast test-django60 django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
+	@echo "make chromium - install Debian's chromium for the browser tests (make test does it)"
 	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
 	@echo "make django-suite - run Django's own tests/tasks/ against DtqBackend with real workers"
 	@echo "make lint   - ruff"
@@ -26,7 +27,21 @@ venv: $(STAMP)
 demo: $(STAMP)
 	$(PY) -m dtq_project.run_demo
 
-test: $(STAMP)
+# The browser tests drive Debian's chromium through Playwright's Python package (never a
+# browser Playwright downloads): install it when missing and we may, else say how.
+CHROMIUM ?= $(or $(DTQ_CHROMIUM),/usr/bin/chromium)
+APT_GET ?= apt-get
+chromium:
+	@if [ -x "$(CHROMIUM)" ]; then :; \
+	elif [ "$$(id -u)" = 0 ] && command -v $(firstword $(APT_GET)) >/dev/null 2>&1; then \
+		echo "installing Debian's chromium for the browser tests"; \
+		$(APT_GET) update -qq && DEBIAN_FRONTEND=noninteractive $(APT_GET) install -y -qq chromium; \
+	else \
+		echo "make: no Chromium at $(CHROMIUM): the 5 browser tests will be skipped" \
+			"(they fail with CI=true). Install it with: sudo apt-get install chromium"; \
+	fi
+
+test: $(STAMP) chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
 
 # The django.tasks backend on Django 6.0: the same pins with Django 6.0.x, in its own venv.

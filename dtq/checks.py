@@ -9,6 +9,7 @@ from django.core.checks import Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
 from dtq.conf import DEFAULTS, dtq_settings
+from dtq.engine.connection import redact
 from dtq.engine.errors import ConfigurationError
 from dtq.engine.keys import QUEUE_NAME
 
@@ -36,6 +37,8 @@ POSITIVE_NUMBERS = (
     "DEFAULT_MAX_ATTEMPTS",
     "API_MAX_BODY_BYTES",
     "API_PAGE_SIZE",
+    "LIVE_RECHECK_INTERVAL",
+    "LIVE_MAX_SOCKETS_PER_USER",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
@@ -68,7 +71,7 @@ def _setting_errors() -> list[Error]:
         (
             not isinstance(s.REDIS_URL, str)
             or not s.REDIS_URL.startswith(("redis://", "rediss://", "unix://")),
-            f"DTQ['REDIS_URL'] is not a Redis URL: {s.REDIS_URL!r}",
+            f"DTQ['REDIS_URL'] is not a Redis URL: {redact(repr(s.REDIS_URL))}",
             "Use redis://host:port/db, rediss://... or unix:///path.",
             3,
         ),
@@ -226,7 +229,11 @@ def check_redis(app_configs: Any = None, databases: Any = None, **kwargs: Any) -
         policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "noeviction")
     except (RedisError, ConfigurationError) as exc:
         return [
-            Warning(f"Redis is not reachable: {exc}", id="dtq.W001", hint="Check DTQ['REDIS_URL'].")
+            Warning(
+                f"Redis is not reachable: {redact(str(exc))}",
+                id="dtq.W001",
+                hint="Check DTQ['REDIS_URL'].",
+            )
         ]
     except Exception as exc:  # CONFIG may be disabled on managed Redis
         return [Warning(f"could not read Redis settings: {exc}", id="dtq.W003")]

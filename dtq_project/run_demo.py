@@ -17,7 +17,9 @@ ROOT = Path(__file__).resolve().parent.parent
 def start_redis() -> object | None:
     """Start the embedded Redis unless DTQ_REDIS_URL points at one."""
     if os.environ.get("DTQ_REDIS_URL"):
-        print(f"Using Redis at {os.environ['DTQ_REDIS_URL']}")
+        from dtq.engine.connection import mask_url
+
+        print(f"Using Redis at {mask_url(os.environ['DTQ_REDIS_URL'])}")
         return None
     from dtq.embedded import RedisServer
 
@@ -70,6 +72,8 @@ def show(results: list[object]) -> bool:
 
 def main() -> None:
     os.environ.setdefault("DJANGO_SETTINGS_MODULE", "dtq_project.settings")
+    # The demo serves 127.0.0.1 only: DEBUG's error pages help there and nowhere else.
+    os.environ.setdefault("DJANGO_DEBUG", "1")
     server = start_redis()
     import django
     from django.core.management import call_command

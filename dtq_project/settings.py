@@ -1,14 +1,38 @@
-"""Settings of the dtq demo project (SQLite, Redis from DTQ_REDIS_URL)."""
+"""Settings of the dtq demo project (SQLite, Redis from DTQ_REDIS_URL).
 
+DEBUG is off unless DJANGO_DEBUG=1 (only `make demo` sets it); the secret key comes from
+DJANGO_SECRET_KEY or is generated once per checkout into var/secret_key.
+"""
+
+import contextlib
 import os
+import secrets
 from pathlib import Path
 
 BASE_DIR = Path(__file__).resolve().parent.parent
 VAR_DIR = Path(os.environ.get("DTQ_VAR_DIR", BASE_DIR / "var"))
 VAR_DIR.mkdir(parents=True, exist_ok=True)
 
-SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY", "dtq-demo-only-not-secret")
-DEBUG = os.environ.get("DJANGO_DEBUG", "1") == "1"
+
+def _secret_key(path: Path) -> str:
+    """Return the key stored at path, creating it (readable by its owner only) on first use."""
+    if not path.exists():
+        tmp = path.with_name(f".{path.name}.{os.getpid()}")
+        tmp.touch(mode=0o600)
+        tmp.write_text(secrets.token_urlsafe(50))
+        # link() refuses an existing name: two processes starting at once agree on one key.
+        try:
+            with contextlib.suppress(FileExistsError):
+                os.link(tmp, path)
+        finally:
+            tmp.unlink()
+    return path.read_text().strip()
+
+
+SECRET_KEY = os.environ.get("DJANGO_SECRET_KEY") or _secret_key(VAR_DIR / "secret_key")
+DEBUG = os.environ.get("DJANGO_DEBUG") == "1"
+# Error pages and ADMINS e-mails list the settings: mask the password in DTQ["REDIS_URL"].
+DEFAULT_EXCEPTION_REPORTER_FILTER = "dtq.reporting.RedisSafeExceptionReporterFilter"
 ALLOWED_HOSTS = ["127.0.0.1", "localhost"]
 
 INSTALLED_APPS = [
@@ -82,6 +106,7 @@ TASKS = {"default": {"BACKEND": "dtq.backends.DtqBackend", "QUEUES": [], "OPTION
 LOGGING = {
     "version": 1,
     "disable_existing_loggers": False,
-    "handlers": {"console": {"class": "logging.StreamHandler"}},
+    "filters": {"redact": {"()": "dtq.engine.connection.RedactFilter"}},  # Redis passwords
+    "handlers": {"console": {"class": "logging.StreamHandler", "filters": ["redact"]}},
     "loggers": {"dtq": {"handlers": ["console"], "level": "INFO"}},
 }

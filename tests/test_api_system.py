@@ -91,10 +91,12 @@ def test_ready_when_redis_is_unreachable(client, settings):
     assert error["details"]["checks"]["redis"]["ok"] is False
 
 
-def test_redis_errors_are_503_in_the_error_shape(api, client, settings):  # noqa: F811
-    # A database index the server does not have: every command fails, and fast.
+def test_refused_redis_commands_are_400_in_the_error_shape(api, client, settings):  # noqa: F811
+    # A database index the server does not have: Redis is up but refuses every command, which
+    # is no outage (tests/test_redis_errors.py has the 503 for an unreachable Redis).
     settings.DTQ = {**settings.DTQ, "REDIS_URL": api.env.url.rsplit("/", 1)[0] + "/999"}
-    assert_error(client.get("/api/queues/"), 503, "redis_unavailable")
+    error = assert_error(client.get("/api/queues/"), 400, "redis_refused")
+    assert "DB index is out of range" in error["message"]
     assert_error(client.get("/api/ready/"), 503, "not_ready")
 
 

@@ -7,6 +7,7 @@ import json
 import signal
 from collections.abc import Awaitable, Callable
 from typing import Any
+from urllib.parse import urlencode
 
 import pytest
 from asgiref.sync import async_to_sync, sync_to_async
@@ -266,3 +267,185 @@ def test_the_socket_closes_when_redis_goes_away(dtq_env, private_redis):
 
     closed = run(scenario)
     assert (closed["type"], closed["code"]) == ("websocket.close", 1011)
+
+
+# ----- access for the whole life of a socket (#13 item 11) ------------------------------------
+
+
+def test_staff_only_like_the_admin_pages(dtq_env):
+    assert refused(session_cookie(staff=False))
+
+
+def session_key(cookie: bytes) -> str:
+    return cookie.decode().split("=", 1)[1]
+
+
+async def closed_code(comm: WebsocketCommunicator, timeout: float = TIMEOUT) -> int:
+    """Wait for the server to close the socket (events may come first); return its code."""
+    deadline = asyncio.get_running_loop().time() + timeout
+    while True:
+        output = await comm.receive_output(timeout=deadline - asyncio.get_running_loop().time())
+        if output["type"] == "websocket.close":
+            return output["code"]
+
+
+def revoke_permission() -> None:
+    Permission.objects.get(codename="view_queues").user_set.clear()
+
+
+def change_password() -> None:
+    for user in User.objects.all():
+        user.set_password("a-new-password")
+        user.save()
+
+
+def delete_session(key: str) -> None:
+    from django.contrib.sessions.models import Session
+
+    Session.objects.filter(session_key=key).delete()
+
+
+@pytest.mark.parametrize(
+    "revoke",
+    [
+        lambda key: revoke_permission(),
+        lambda key: User.objects.update(is_active=False),
+        lambda key: User.objects.update(is_staff=False),
+        delete_session,
+        lambda key: change_password(),
+    ],
+    ids=["permission-removed", "deactivated", "no-longer-staff", "session-deleted", "password"],
+)
+def test_a_socket_closes_once_access_ends(dtq_env, revoke):
+    dtq_env.configure(LIVE_RECHECK_INTERVAL=0.2)
+    cookie = session_cookie()
+
+    async def scenario() -> int:
+        comm = communicator(cookie)
+        await connected(comm)
+        await enqueue(1)
+        await events_until(comm, 1)  # still streaming
+        await sync_to_async(revoke)(session_key(cookie))
+        code = await closed_code(comm)
+        await comm.disconnect()
+        return code
+
+    assert run(scenario) == 4403
+    assert refused(cookie)  # and the reconnect is refused
+
+
+def test_logout_closes_the_sessions_sockets_at_once(dtq_env):
+    dtq_env.configure(LIVE_RECHECK_INTERVAL=3600)  # only the logout can close it in time
+    cookie, other = session_cookie(), session_cookie()
+
+    def logout(key: str) -> None:
+        from importlib import import_module
+
+        from django.conf import settings
+        from django.contrib.auth import logout
+        from django.test import RequestFactory
+
+        request = RequestFactory().get("/admin/logout/")
+        request.session = import_module(settings.SESSION_ENGINE).SessionStore(key)
+        request.user = User.objects.get(pk=request.session["_auth_user_id"])
+        logout(request)
+
+    async def scenario() -> tuple[int, bool]:
+        mine, theirs = communicator(cookie), communicator(other)
+        await connected(mine)
+        await connected(theirs)
+        await sync_to_async(logout)(session_key(cookie))
+        code = await closed_code(mine, timeout=2)
+        still_open = await theirs.receive_nothing(timeout=0.3)
+        await mine.disconnect()
+        await theirs.disconnect()
+        return code, still_open
+
+    assert run(scenario) == (4403, True)
+
+
+def test_sockets_per_user_are_capped(dtq_env):
+    dtq_env.configure(LIVE_MAX_SOCKETS_PER_USER=3)
+    cookie, other = session_cookie(), session_cookie()
+
+    async def scenario() -> tuple[bool, int]:
+        comms = [communicator(cookie) for _ in range(3)]
+        for comm in comms:
+            await connected(comm)
+        extra = communicator(cookie)
+        ok, code = await extra.connect(timeout=TIMEOUT)
+        someone_else = communicator(other)
+        await connected(someone_else)  # the cap is per user
+        await comms.pop().disconnect()
+        again = communicator(cookie)
+        await connected(again)  # a closed socket frees its place
+        for comm in [*comms, extra, someone_else, again]:
+            await comm.disconnect()
+        return ok, code
+
+    assert run(scenario) == (False, 4429)
+
+
+def redis_connections_of_this_process(client) -> int:
+    """Count CLIENT LIST entries whose address is one of this process's local sockets."""
+    import psutil
+
+    mine = {
+        f"{c.laddr.ip}:{c.laddr.port}"
+        for c in psutil.Process().net_connections(kind="tcp")
+        if c.raddr and c.status == psutil.CONN_ESTABLISHED
+    }
+    return sum(1 for entry in client.client_list() if entry["addr"] in mine)
+
+
+def test_closed_sockets_leave_no_redis_connection_open(dtq_env):
+    dtq_env.configure(LIVE_MAX_SOCKETS_PER_USER=50)
+    cookie = session_cookie()
+    dtq_env.client.ping()  # its own connection is open before the first count
+    before = redis_connections_of_this_process(dtq_env.client)
+
+    async def scenario() -> int:
+        comms = [communicator(cookie) for _ in range(40)]
+        for comm in comms:
+            await connected(comm)
+        during = await sync_to_async(redis_connections_of_this_process)(dtq_env.client)
+        for comm in comms:
+            await comm.disconnect()
+        return during
+
+    assert run(scenario) >= before + 40
+    wait_for(lambda: redis_connections_of_this_process(dtq_env.client) <= before, timeout=5)
+
+
+# ----- bad input (found by tests/test_fuzz.py) --------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "last_id", ["18446744073709551616-0", "1-18446744073709551616", "\u0661-\u0661", "1-1\n"]
+)
+def test_a_last_id_redis_would_refuse_starts_from_now(dtq_env, last_id):
+    cookie = session_cookie()
+
+    async def scenario() -> dict[str, Any]:
+        comm = communicator(cookie, urlencode({"last_id": last_id}))
+        first = await connected(comm)
+        await comm.disconnect()
+        return first
+
+    assert run(scenario)["last_id"] == events.latest_id()
+
+
+def test_junk_frames_are_ignored_and_the_feed_goes_on(dtq_env):
+    cookie = session_cookie()
+
+    async def scenario() -> str:
+        comm = communicator(cookie)
+        await connected(comm)
+        await comm.send_to(text_data="{not json")
+        await comm.send_to(bytes_data=b"\xff\x00")
+        task_id = await enqueue(1)
+        [event] = await events_until(comm, 1)
+        await comm.disconnect()
+        return event["task"] == task_id
+
+    assert run(scenario)

@@ -19,6 +19,7 @@ from rest_framework.views import set_rollback
 
 from dtq.engine import errors as engine
 from dtq.engine import refusals
+from dtq.engine.connection import describe, is_outage
 
 log = logging.getLogger("dtq.api")
 
@@ -90,6 +91,12 @@ class TooManyRequests(ApiError):
     default_code = "queue_full"
 
 
+class RedisRefused(ApiError):
+    """Raised when Redis refused one command of the request; Redis itself is up (400)."""
+
+    default_code = "redis_refused"
+
+
 class Unavailable(ApiError):
     """Raised when a dependency (Redis, scheduler, reaper) is not usable (503)."""
 
@@ -143,18 +150,21 @@ def from_engine(exc: engine.DtqError) -> ApiError:
     return Conflict(message, code="refused")
 
 
-def redis_unavailable(exc: RedisError) -> ApiError:
-    """Translate a Redis error an engine call let through (down, or refusing writes) into 503."""
+def from_redis(exc: RedisError) -> ApiError:
+    """Translate a Redis error: 503 when Redis is down or refusing writes, else a 400."""
     code = refusals.reason(exc)
-    if code is None:
+    if code is not None:
+        return Unavailable(
+            f"redis refuses writes ({refusals.describe(exc)}); retry later",
+            code="redis_refuses_writes",
+            details={"reason": code},
+            headers={"Retry-After": "5"},
+        )
+    if is_outage(exc):
         message = f"Redis is not reachable: {type(exc).__name__}"
-        return Unavailable(message, code="redis_unavailable")
-    return Unavailable(
-        f"redis refuses writes ({refusals.describe(exc)}); retry later",
-        code="redis_refuses_writes",
-        details={"reason": code},
-        headers={"Retry-After": "5"},
-    )
+        return Unavailable(message, code="redis_unavailable", headers={"Retry-After": "1"})
+    log.warning("redis refused a request's command error=%s", describe(exc))
+    return RedisRefused(f"Redis refused the request: {describe(exc)}")
 
 
 def _drf_error(exc: exceptions.APIException) -> tuple[str, str, dict[str, Any]]:
@@ -181,7 +191,7 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response:
     elif isinstance(exc, engine.DtqError):
         exc = from_engine(exc)
     elif isinstance(exc, RedisError):
-        exc = redis_unavailable(exc)
+        exc = from_redis(exc)
     set_rollback()
     if not isinstance(exc, exceptions.APIException):
         request = context.get("request")

@@ -2,13 +2,17 @@
 
 from __future__ import annotations
 
+import logging
 import os
+import re
 import threading
 from typing import Any
+from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.asyncio as aioredis
 from redis.backoff import ExponentialBackoff
+from redis.exceptions import ClusterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
@@ -16,6 +20,20 @@ from redis.retry import Retry
 from dtq.conf import dtq_settings
 
 RETRY_ON = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
+# Errors that mean "Redis cannot serve anyone right now" (down, failing over, full), as opposed
+# to Redis refusing one command (a wrong argument or type), which says nothing about its health.
+OUTAGE_ERRORS = (
+    RedisConnectionError,
+    RedisTimeoutError,
+    ReadOnlyError,
+    ClusterDownError,
+    TryAgainError,
+    OutOfMemoryError,
+)
+MASK = "***"
+# user:password@ in any URL inside a message (redis://, rediss://, unix://, sentinel...).
+_URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
+_QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&#\s]*", re.IGNORECASE)
 
 _lock = threading.Lock()
 _clients: dict[str, Any] = {}
@@ -44,6 +62,52 @@ def redis_url() -> str:
 
     location = settings.CACHES[alias]["LOCATION"]
     return str(location[0] if isinstance(location, (list, tuple)) else location)
+
+
+def mask_url(url: str) -> str:
+    """Return url with its password (in the user part or a password= parameter) masked."""
+    url = _URL_PASSWORD.sub(rf"\g<head>{MASK}@", url)
+    return _QUERY_PASSWORD.sub(rf"\g<head>{MASK}", url)
+
+
+def redact(text: str) -> str:
+    """Return text (e.g. an exception message) with every Redis URL password masked."""
+    text = mask_url(text)
+    for password in _configured_passwords():
+        text = text.replace(password, MASK)
+    return text
+
+
+def _configured_passwords() -> list[str]:
+    """Return the password(s) in the configured URL that are long enough to mask safely."""
+    try:
+        parts = urlsplit(redis_url())
+        found = [parts.password or ""]
+    except Exception:  # a broken setting must not hide the message being reported
+        return []
+    found += [v for k, v in parse_qsl(parts.query) if k.lower() == "password"]
+    return [p for p in found if len(p) >= 4]  # shorter ones would mask ordinary words
+
+
+def describe(exc: BaseException) -> str:
+    """Return an exception as 'Class: message' with passwords masked, for logs and errors."""
+    return redact(f"{type(exc).__name__}: {exc}")
+
+
+class RedactFilter(logging.Filter):
+    """Logging filter that masks Redis passwords in every record (usable in LOGGING too)."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        masked = redact(message)
+        if masked != message:
+            record.msg, record.args = masked, ()
+        return True
+
+
+def is_outage(exc: BaseException) -> bool:
+    """Return True when a Redis error means Redis is unreachable or cannot take writes now."""
+    return isinstance(exc, OUTAGE_ERRORS)
 
 
 def _sync_client() -> redis.Redis:
@@ -85,7 +149,11 @@ def _async_client() -> aioredis.Redis:
         **_options(),
     )
     pool.connection_class = _with_hiredis_packing(pool.connection_class)
-    return aioredis.Redis(connection_pool=pool)
+    client = aioredis.Redis(connection_pool=pool)
+    # The pool is this client's alone: aclose() must disconnect it too, or every connection
+    # it opened stays open until garbage collection.
+    client.auto_close_connection_pool = True
+    return client
 
 
 def _check_fork() -> None:

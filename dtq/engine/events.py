@@ -18,7 +18,8 @@ from dtq.engine import codec, layout
 from dtq.engine.connection import get_client, new_async_client
 from dtq.engine.keys import Keys
 
-STREAM_ID = re.compile(r"^\d{1,20}-\d{1,20}$")
+STREAM_ID = re.compile(r"[0-9]{1,20}-[0-9]{1,20}")  # ASCII digits only: \d takes any Unicode digit
+MAX_ID_PART = 2**64 - 1  # Redis refuses a stream id past 64 bits
 ORIGIN = "0-0"
 CATCH_UP_LIMIT = 1000  # more missed events than this: tell the client to reload instead
 READ_BATCH = 500
@@ -39,8 +40,10 @@ def _keys(prefix: str | None) -> Keys:
 
 
 def valid_id(value: object) -> bool:
-    """Return True when value looks like a stream id ('<ms>-<seq>')."""
-    return isinstance(value, str) and bool(STREAM_ID.match(value))
+    """Return True when value is a stream id Redis accepts ('<ms>-<seq>', 64 bits each)."""
+    if not isinstance(value, str) or not STREAM_ID.fullmatch(value):
+        return False
+    return max(_order(value)) <= MAX_ID_PART
 
 
 def _order(stream_id: str) -> tuple[int, int]:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 from collections.abc import Callable
 from datetime import UTC, datetime
 from functools import wraps
@@ -10,10 +11,13 @@ from typing import Any
 from django.contrib.admin import AdminSite
 from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
+from django.template.response import TemplateResponse
 from django.urls import reverse
+from redis.exceptions import RedisError
 
 from dtq.engine import events, records
 from dtq.engine.audit import Actor
+from dtq.engine.connection import describe, is_outage
 from dtq.engine.keys import QUEUE_NAME
 from dtq.models import (
     PERM_CANCEL,
@@ -25,6 +29,7 @@ from dtq.models import (
     TaskQueue,
 )
 
+log = logging.getLogger("dtq.admin")
 PERMS = {
     "view": PERM_VIEW,
     "cancel": PERM_CANCEL,
@@ -57,7 +62,10 @@ def can(request: HttpRequest) -> dict[str, bool]:
 
 
 def require(action: str) -> Callable[[View], View]:
-    """Refuse the view (403) unless the user holds the permission of `action`."""
+    """Refuse the view (403) unless the user holds the permission of `action`.
+
+    A Redis error inside the view becomes an error page: 503 when Redis is down, else 400.
+    """
     perm = PERMS[action]
 
     def decorate(view: View) -> View:
@@ -65,11 +73,28 @@ def require(action: str) -> Callable[[View], View]:
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.has_perm(perm):
                 raise PermissionDenied(f"needs the {perm} permission")
-            return view(request, *args, **kwargs)
+            try:
+                return view(request, *args, **kwargs)
+            except RedisError as exc:
+                return redis_error_page(request, kwargs.get("site"), exc)
 
         return checked
 
     return decorate
+
+
+def redis_error_page(request: HttpRequest, site: AdminSite | None, exc: RedisError) -> HttpResponse:
+    """Render a Redis error: 503 for an outage, 400 when Redis refused one command."""
+    if is_outage(exc):
+        status, title = 503, "Redis is not reachable"
+        message = f"{type(exc).__name__}. The page works again once Redis answers."
+    else:
+        status, title = 400, "Redis refused the request"
+        message = describe(exc)
+        log.warning("redis refused an admin request's command error=%s", message)
+    context = {**(site.each_context(request) if site else {}), "title": title, "message": message}
+    context["opts"] = TaskQueue._meta
+    return TemplateResponse(request, "dtq/error.html", context, status=status)
 
 
 def page_context(request: HttpRequest, site: AdminSite, title: str, **extra: Any) -> dict[str, Any]:

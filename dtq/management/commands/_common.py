@@ -44,11 +44,17 @@ def positive_float(value: str) -> float:
 
 def setup_logging(verbosity: int) -> None:
     """Log dtq's messages to stderr unless the project configured logging itself."""
+    from dtq.engine.connection import RedactFilter
+
     logger = logging.getLogger("dtq")
     if not logger.handlers:
         handler = logging.StreamHandler()
         handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s %(message)s"))
         logger.addHandler(handler)
+    # Every handler dtq's records reach, the project's too: an error may quote the Redis URL.
+    for target in (*logger.handlers, *logging.getLogger().handlers):
+        if not any(isinstance(f, RedactFilter) for f in target.filters):
+            target.addFilter(RedactFilter())
     logger.setLevel(logging.DEBUG if verbosity > 1 else logging.INFO)
 
 
@@ -57,14 +63,15 @@ def warn_about_redis() -> None:
     from redis.exceptions import RedisError
 
     from dtq.checks import redis_warnings
-    from dtq.engine.connection import get_client, redis_url
+    from dtq.engine.connection import describe, get_client, mask_url, redis_url
 
     log = logging.getLogger("dtq")
     try:
         client = get_client()
         version = client.info("server").get("redis_version", "0")
     except RedisError as exc:
-        raise CommandError(f"cannot reach Redis at {redis_url()}: {exc}") from None
+        url = mask_url(redis_url())
+        raise CommandError(f"cannot reach Redis at {url}: {describe(exc)}") from None
     try:
         policy = client.config_get("maxmemory-policy").get("maxmemory-policy", "noeviction")
     except RedisError:

@@ -10,7 +10,7 @@ from django.core.management.base import BaseCommand, CommandError, CommandParser
 from redis.exceptions import RedisError
 
 from dtq.engine import records
-from dtq.engine.connection import redis_url
+from dtq.engine.connection import describe, mask_url, redis_url
 from dtq.management.commands._common import queue_name
 
 SHOWN_COUNTERS = (
@@ -45,7 +45,8 @@ class Command(BaseCommand):
         try:
             status = collect(options["queues"])
         except RedisError as exc:
-            raise CommandError(f"cannot read dtq's state from {redis_url()}: {exc}") from None
+            url = mask_url(redis_url())
+            raise CommandError(f"cannot read dtq's state from {url}: {describe(exc)}") from None
         if options["json"]:
             self.stdout.write(json.dumps(status, indent=2))
         else:
