@@ -145,7 +145,7 @@ def _option_errors(backend: BaseTaskBackend) -> list[Error]:
         found.append(
             Error(f"{where}: OPTIONS['DATABASE'] is not in settings.DATABASES", id="dtq.E103")
         )
-    for queue in sorted(q for q in backend.queues if not QUEUE_NAME.match(str(q))):
+    for queue in sorted(q for q in backend.queues if not QUEUE_NAME.fullmatch(str(q))):
         hint = "Use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit."
         found.append(Error(f"{where}: invalid queue name {queue!r}", hint=hint, id="dtq.E104"))
     return found

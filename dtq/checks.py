@@ -58,7 +58,7 @@ def _positive_errors() -> list[Error]:
 
 
 def _name_ok(value: Any) -> bool:
-    return isinstance(value, str) and bool(QUEUE_NAME.match(value))
+    return isinstance(value, str) and bool(QUEUE_NAME.fullmatch(value))
 
 
 def _setting_errors() -> list[Error]:
@@ -140,7 +140,7 @@ def _limit_errors() -> list[Error]:
         (
             not isinstance(depths, dict)
             or not all(
-                isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
+                isinstance(q, str) and QUEUE_NAME.fullmatch(q) and isinstance(n, int) and n >= 0
                 for q, n in depths.items()
             ),
             "DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",

@@ -54,6 +54,8 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
     "API_SUBMIT_THROTTLE": None,  # DRF rate for POST tasks/ per user, e.g. "100/minute"
     "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
+    # Audit log
+    "AUDIT_DATABASE": None,  # alias for audit rows; None = dtq's own connection to "default"
 }
 
 

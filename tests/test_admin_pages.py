@@ -16,7 +16,8 @@ from tests.conftest import wait_for
 from tests.ops_support import claim_by_hand, dead_letter_by_hand, finalize_by_hand
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def url(name: str, *args: str) -> str:

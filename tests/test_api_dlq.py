@@ -15,7 +15,8 @@ from tests.test_api_support import (  # noqa: F401
     submit,
 )
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 UNKNOWN = "0000000000000000000000"
 
 

@@ -7,7 +7,8 @@ import pytest
 from dtq.models import AuditEntry
 from tests.test_api_support import api, assert_error, post, submit  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -10,7 +10,8 @@ from dtq.engine import records
 from tests.conftest import wait_for
 from tests.test_api_support import RECORD, api, assert_error, post, submit  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture

@@ -133,9 +133,14 @@ def bulk(
     act: Callable[[list[DlqEntry]], list[str]],
     ok: tuple[str, ...],
     progress: Progress | None = None,
+    result: BulkResult | None = None,
 ) -> BulkResult:
-    """Apply act to every matching entry, batch by batch; return the counts."""
-    result = BulkResult()
+    """Apply act to every matching entry, batch by batch, counting into result; return it.
+
+    A caller that passes its own result still has the counts of the batches done when a
+    later batch raises.
+    """
+    result = BulkResult() if result is None else result
     for entries in matching_batches(queue, flt):
         result.add(entries, act(entries), ok)
         if progress is not None:

@@ -58,6 +58,15 @@ def _queue(name: str) -> str:
         raise InvalidOperation(str(exc)) from None
 
 
+def _task_id(task_id: str) -> str:
+    # Checked before the audit row: a malformed id never reaches the log or the database.
+    if not ids.is_valid(task_id):
+        raise InvalidOperation(
+            f"invalid task id {task_id[:40]!r}: a task id is 22 characters of 0-9 and a-z"
+        )
+    return task_id
+
+
 def _reason(reason: str, required: bool = False) -> str:
     text = (reason or "").strip()
     if required and not text:
@@ -80,6 +89,7 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
     Raises TaskNotFound, or TaskAlreadyFinished for a task in a final state.
     """
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     with audited(actor, "cancel", task_id=task_id, reason=reason) as report:
         outcome = _cancel(task_id, reason or "cancelled by an operator", report)
         report.affected = 1
@@ -88,8 +98,6 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
 
 
 def _cancel(task_id: str, reason: str, report: Report) -> str:
-    if not ids.is_valid(task_id):
-        raise TaskNotFound(f"no task {task_id!r}")
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
@@ -162,6 +170,7 @@ def replay(
     DLQ entry: 'recreated'; else 'replayed'). `queue` narrows the search for such an entry.
     """
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     params = {"to_queue": to_queue} if to_queue else {}
     with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
         if to_queue is not None:
@@ -198,17 +207,23 @@ def replay_many(
         _queue(queue)
         if to_queue is not None:
             _queue(to_queue)
-        result = bulk(
-            queue, flt, lambda es: replay_entries(queue, es, to_queue), REPLAY_OK, progress
-        )
-        rep.affected = result.done
-        rep.parameters["statuses"] = result.statuses
+
+        def act(entries: list[DlqEntry]) -> list[str]:
+            return replay_entries(queue, entries, to_queue)
+
+        result = BulkResult()
+        try:
+            bulk(queue, flt, act, REPLAY_OK, progress, result)
+        finally:  # also when a later batch failed: the row counts what was really done
+            rep.affected = result.done
+            rep.parameters["statuses"] = result.statuses
         return result
 
 
 def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str = "") -> None:
     """Remove one task's entry from its DLQ for good (its record stays until retention)."""
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     with audited(actor, "discard", task_id=task_id, reason=reason) as report:
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
@@ -232,9 +247,7 @@ def discard_many(
     params = {"filter": flt.as_dict(), "bulk": True}
     with audited(actor, "discard", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        result = _discard_all(queue, flt, reason, progress)
-        report.affected = result.done
-        return result
+        return _discard_all(queue, flt, reason, progress, report)
 
 
 def purge_dlq(
@@ -244,15 +257,20 @@ def purge_dlq(
     reason = _reason(reason, required=True)
     with audited(actor, "dlq_purge", queue=queue, reason=reason) as report:
         _queue(queue)
-        result = _discard_all(queue, DlqFilter(), reason, progress)
-        report.affected = result.done
-        return result
+        return _discard_all(queue, DlqFilter(), reason, progress, report)
 
 
 def _discard_all(
-    queue: str, flt: DlqFilter, reason: str, progress: DlqProgress | None
+    queue: str, flt: DlqFilter, reason: str, progress: DlqProgress | None, report: Report
 ) -> BulkResult:
-    return bulk(queue, flt, lambda es: discard_entries(queue, es, reason), ("discarded",), progress)
+    def act(entries: list[DlqEntry]) -> list[str]:
+        return discard_entries(queue, entries, reason)
+
+    result = BulkResult()
+    try:
+        return bulk(queue, flt, act, ("discarded",), progress, result)
+    finally:
+        report.affected = result.done  # also when a later batch failed: what was really done
 
 
 # ----- queue purge -----------------------------------------------------------------------
@@ -274,13 +292,16 @@ def purge_queue(
     reason = _reason(reason, required=True)
     with audited(actor, "purge", queue=queue, reason=reason) as report:
         _queue(queue)
-        result = Purge(queue, reason, progress).run()
-        report.affected = result.purged
-        report.parameters.update(
-            queued=result.queued,
-            scheduled=result.scheduled,
-            released_keys=result.released_keys,
-            entries_removed=result.entries_removed,
-            running_left=result.running,
-        )
-        return result
+        purge = Purge(queue, reason, progress)
+        try:
+            return purge.run()
+        finally:  # also when a later batch failed: the row counts what was really done
+            result = purge.result
+            report.affected = result.purged
+            report.parameters.update(
+                queued=result.queued,
+                scheduled=result.scheduled,
+                released_keys=result.released_keys,
+                entries_removed=result.entries_removed,
+                running_left=result.running,
+            )

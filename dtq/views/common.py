@@ -13,7 +13,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
 from dtq.engine import events, records
-from dtq.engine.audit import Actor
+from dtq.engine.audit import Actor, request_id_or_new
 from dtq.engine.keys import QUEUE_NAME
 from dtq.models import (
     PERM_CANCEL,
@@ -90,14 +90,14 @@ def actor(request: HttpRequest) -> Actor:
     return Actor.for_user(
         request.user,
         "admin",
-        request_id=request.headers.get("X-Request-ID", ""),
+        request_id=request_id_or_new(request.headers.get("X-Request-ID")),
         client_address=request.META.get("REMOTE_ADDR"),
     )
 
 
 def queue_param(value: str | None) -> str | None:
     """Return value when it is a valid queue name, else None."""
-    return value if value and QUEUE_NAME.match(value) else None
+    return value if value and QUEUE_NAME.fullmatch(value) else None
 
 
 def reason_param(request: HttpRequest) -> str:

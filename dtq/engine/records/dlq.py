@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from dtq.engine import ids
+from dtq.engine import cursors, ids
 from dtq.engine.connection import get_client
 from dtq.engine.keys import check_queue_name
 from dtq.engine.records.queues import MAX_PAGE, _keys
@@ -64,10 +64,7 @@ def decode_dlq_entry(queue: str, entry_id: str, fields: dict[str, str]) -> DlqEn
 
 def check_entry_id(entry_id: str) -> str:
     """Return entry_id if it has the shape of a stream entry id, else raise ValueError."""
-    millis, _, seq = entry_id.partition("-") if isinstance(entry_id, str) else ("", "", "")
-    if not (millis.isdigit() and seq.isdigit() and len(entry_id) <= 41):
-        raise ValueError(f"invalid DLQ entry id {entry_id!r}")
-    return entry_id
+    return cursors.entry_id(entry_id)
 
 
 def dlq_entries(queue: str, limit: int = 50, before: str | None = None) -> DlqPage:
