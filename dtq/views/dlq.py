@@ -6,7 +6,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import urlencode
@@ -75,8 +75,8 @@ def dlq_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     if queue is not None:
         try:
             page = _page(queue, flt, request.GET.get("before") or None)
-        except ValueError:  # a hand-edited cursor
-            raise Http404("invalid cursor") from None
+        except ValueError as exc:  # a hand-edited cursor: 400 with the reason
+            raise BadRequest(str(exc)) from None
     page["entries"] = [e | {"at": moment(e["dead_lettered_at"])} for e in page["entries"]]
     keep = {"queue": queue or "", "name": flt.name or "", "error": flt.error or ""}
     keep = {k: v for k, v in keep.items() if v}
