@@ -14,6 +14,7 @@ from dtq.engine.records import DlqEntry
 from dtq.engine.scripts import Scripts
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
+TRIM_BATCH = 500  # entries per retention call
 
 Progress = Callable[["BulkResult"], None]
 
@@ -104,6 +105,18 @@ def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[st
     keys, argv = layout.build(_keys(), [queue], _refs(queue, entries))
     args = [reason, *(e["entry_id"] for e in entries)]
     return list(Scripts.of(get_client()).discard(keys=keys, args=[*argv, *args]))
+
+
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
+    """Remove a queue's DLQ entries older than cutoff_ms (and their index entries); count them."""
+    keys, argv = layout.build(_keys(), [queue])
+    scripts = Scripts.of(get_client())
+    removed = 0
+    while True:  # ends: no entry older than the cutoff is ever added
+        count = int(scripts.dlq_trim(keys=keys, args=[*argv, cutoff_ms, batch]))
+        removed += count
+        if count < batch:
+            return removed
 
 
 def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator[list[DlqEntry]]:

@@ -84,6 +84,10 @@ class Keys:
         return self._k("events")
 
     @property
+    def dlq_index(self) -> str:
+        return self._k("dlqix")
+
+    @property
     def queues(self) -> str:
         return self._k("queues")
 
