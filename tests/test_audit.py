@@ -219,3 +219,10 @@ def test_request_ids_are_stored_only_when_well_formed(dtq_env, api, operator):  
     rows = list(AuditEntry.objects.order_by("id").values_list("action", "request_id"))
     assert rows[0] == ("pause", "req-1")
     assert [r[1] for r in rows[1:]] and all(len(r[1]) == 32 and r[1].isalnum() for r in rows[1:])
+
+
+def test_a_nul_character_in_a_reason_is_refused_before_the_row(dtq_env, operator):
+    task_id = tasks.record.enqueue().id
+    response = operator.post(admin_cancel_url(task_id), {"reason": "a\x00b"}, follow=True)
+    assert "NUL characters" in response.content.decode()
+    assert AuditEntry.objects.count() == 0 and records.get_task(task_id)["state"] == "QUEUED"

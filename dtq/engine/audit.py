@@ -16,7 +16,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from dtq.engine.audit_db import audit_alias
-from dtq.engine.errors import AuditUnavailable, DtqError
+from dtq.engine.errors import AuditUnavailable, DtqError, InvalidOperation
 
 log = logging.getLogger("dtq.audit")
 SOURCES = ("command", "admin", "api")
@@ -109,6 +109,7 @@ def audited(
     from dtq.models import AuditEntry
 
     report = Report(queue=queue, task_id=task_id, parameters=dict(parameters or {}))
+    _check_text(reason, report.parameters)
     with audit_alias() as alias:
         entry = _start(AuditEntry, alias, actor, action, reason, report)
         try:
@@ -120,6 +121,23 @@ def audited(
             _finish(entry, alias, report, AuditEntry.Outcome.ERROR, f"{type(exc).__name__}: {exc}")
             raise
         _finish(entry, alias, report, AuditEntry.Outcome.OK, report.detail)
+
+
+def _check_text(reason: str, parameters: dict[str, Any]) -> None:
+    # PostgreSQL stores no NUL character in text or JSON; refuse it here, with a clear message,
+    # instead of failing on the INSERT.
+    if _has_nul(reason) or _has_nul(parameters):
+        raise InvalidOperation("the reason and the filters cannot contain NUL characters")
+
+
+def _has_nul(value: Any) -> bool:
+    if isinstance(value, str):
+        return "\x00" in value
+    if isinstance(value, dict):
+        return any(_has_nul(k) or _has_nul(v) for k, v in value.items())
+    if isinstance(value, (list, tuple)):
+        return any(_has_nul(v) for v in value)
+    return False
 
 
 def _start(model: Any, alias: str, actor: Actor, action: str, reason: str, report: Report) -> Any:
