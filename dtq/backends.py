@@ -125,7 +125,7 @@ def _check_options(task: Task) -> None:
     if not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
         raise InvalidTask(f"retry_on must be a tuple of exception classes, got {task.retry_on!r}")
     key = task.idempotency_key
-    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.match(key)):
+    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key)):
         raise InvalidTask(f"invalid idempotency_key {key!r}")
     if task.database is not None and task.database not in settings.DATABASES:
         raise InvalidTask(f"database {task.database!r} is not in settings.DATABASES")

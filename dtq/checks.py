@@ -8,7 +8,7 @@ from typing import Any
 from django.core.checks import Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
-from dtq.conf import DEFAULTS, dtq_settings
+from dtq.conf import DEFAULTS, IDEMPOTENCY_SCOPES, dtq_settings
 from dtq.engine.errors import ConfigurationError
 from dtq.engine.keys import QUEUE_NAME
 
@@ -196,6 +196,15 @@ def _api_errors() -> list[Error]:
                 f"DTQ['API_SUBMIT_THROTTLE'] is not a rate: {rate!r}",
                 "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'.",
                 21,
+            )
+        )
+    scope = s.API_IDEMPOTENCY_SCOPE
+    if scope not in IDEMPOTENCY_SCOPES:
+        errors.append(
+            _error(
+                f"DTQ['API_IDEMPOTENCY_SCOPE'] must be 'user' or 'queue', got {scope!r}",
+                "'user' (the default) keeps each API user's idempotency keys apart.",
+                22,
             )
         )
     return errors
