@@ -36,6 +36,7 @@ POSITIVE_NUMBERS = (
     "DEFAULT_MAX_ATTEMPTS",
     "API_MAX_BODY_BYTES",
     "API_PAGE_SIZE",
+    "BULK_REQUEST_LIMIT",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")

@@ -56,6 +56,7 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
     "API_SUBMIT_THROTTLE": None,  # DRF rate for POST tasks/ per user, e.g. "100/minute"
     "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
+    "BULK_REQUEST_LIMIT": 2000,  # tasks or DLQ entries one API/admin bulk request acts on
     "API_IDEMPOTENCY_SCOPE": "user",  # "user": each user's keys are their own; "queue": shared
     # Audit log
     "AUDIT_DATABASE": None,  # alias for audit rows; None = dtq's own connection to "default"

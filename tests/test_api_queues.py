@@ -88,6 +88,8 @@ def test_purge_dry_run_only_counts(client):
         "scheduled": 1,
         "running": 0,
         "purged": 2,
+        "more": False,
+        "next_cursor": None,
     }
     assert client.get("/api/queues/tests/").json()["queued"] == 1
     assert not AuditEntry.objects.exists()  # a dry run changes nothing, so it audits nothing

@@ -52,9 +52,14 @@ class BulkResult:
     done: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     task_ids: list[str] = field(default_factory=list)  # of the entries acted on
+    taken: int = 0  # entries acted on, whatever their status
+    more: bool = False  # stopped at the filter's limit: matching entries may remain
+    next_cursor: str | None = None  # with more: the last entry taken; continue after it
 
     def add(self, entries: list[DlqEntry], replies: list[str], ok: tuple[str, ...]) -> None:
         """Count one batch's replies."""
+        self.taken += len(entries)
+        self.next_cursor = entries[-1]["entry_id"] if entries else self.next_cursor
         for entry, status in zip(entries, replies, strict=True):
             self.statuses[status] = self.statuses.get(status, 0) + 1
             if status in ok:
@@ -119,8 +124,10 @@ def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
             return removed
 
 
-def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator[list[DlqEntry]]:
-    """Yield the entries that match flt, oldest first, in batches; newer entries are left out.
+def matching_batches(
+    queue: str, flt: DlqFilter, batch: int = BATCH, after: str = "-"
+) -> Iterator[list[DlqEntry]]:
+    """Yield the entries after `after` that match flt, oldest first, in batches.
 
     Only entries present when the iteration starts are considered, so a DLQ that keeps
     growing cannot keep a bulk action running.
@@ -128,7 +135,7 @@ def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator
     upto = records.dlq_last_id(queue)
     if upto is None:
         return
-    after, left = "-", flt.limit
+    left = flt.limit
     while left is None or left > 0:
         page = records.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
         if not page:
@@ -147,15 +154,19 @@ def bulk(
     ok: tuple[str, ...],
     progress: Progress | None = None,
     result: BulkResult | None = None,
+    after: str = "-",
 ) -> BulkResult:
-    """Apply act to every matching entry, batch by batch, counting into result; return it.
+    """Apply act to every matching entry after `after`, batch by batch, counting into result.
 
     A caller that passes its own result still has the counts of the batches done when a
     later batch raises.
     """
     result = BulkResult() if result is None else result
-    for entries in matching_batches(queue, flt):
+    for entries in matching_batches(queue, flt, after=after):
         result.add(entries, act(entries), ok)
         if progress is not None:
             progress(result)
+    result.more = flt.limit is not None and result.taken >= flt.limit
+    if not result.more:
+        result.next_cursor = None
     return result

@@ -8,10 +8,11 @@ commands themselves. Reads (DLQ lists, purge previews) write no audit row.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, layout, records
+from dtq.engine import cursors, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
@@ -199,10 +200,15 @@ def replay_many(
     to_queue: str | None = None,
     reason: str = "",
     progress: DlqProgress | None = None,
+    after: str | None = None,
 ) -> BulkResult:
-    """Replay every entry of a queue's DLQ that matches flt, in batches."""
+    """Replay the entries of a queue's DLQ that match flt, in batches, after entry `after`.
+
+    With flt.limit the result says whether matching entries may remain (`more`) and where to
+    continue (`next_cursor`, passed back as `after`).
+    """
     flt = flt or DlqFilter()
-    params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True}
+    params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True, "after": after}
     with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
         _queue(queue)
         if to_queue is not None:
@@ -213,11 +219,22 @@ def replay_many(
 
         result = BulkResult()
         try:
-            bulk(queue, flt, act, REPLAY_OK, progress, result)
+            bulk(queue, flt, act, REPLAY_OK, progress, result, _after(after))
         finally:  # also when a later batch failed: the row counts what was really done
-            rep.affected = result.done
-            rep.parameters["statuses"] = result.statuses
+            _record_bulk(rep, result)
         return result
+
+
+def _after(cursor: str | None) -> str:
+    try:
+        return cursors.entry_id(cursor) if cursor else "-"
+    except ValueError as exc:
+        raise InvalidOperation(str(exc)) from None
+
+
+def _record_bulk(report: Report, result: BulkResult) -> None:
+    report.affected = result.done
+    report.parameters.update(statuses=result.statuses, more=result.more)
 
 
 def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str = "") -> None:
@@ -240,37 +257,52 @@ def discard_many(
     flt: DlqFilter | None = None,
     reason: str = "",
     progress: DlqProgress | None = None,
+    after: str | None = None,
 ) -> BulkResult:
-    """Discard every entry of a queue's DLQ that matches flt, in batches."""
+    """Discard the entries of a queue's DLQ that match flt, in batches, after entry `after`."""
     flt = flt or DlqFilter()
     reason = _reason(reason)
-    params = {"filter": flt.as_dict(), "bulk": True}
+    params = {"filter": flt.as_dict(), "bulk": True, "after": after}
     with audited(actor, "discard", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        return _discard_all(queue, flt, reason, progress, report)
+        return _discard_all(queue, flt, reason, progress, report, _after(after))
 
 
 def purge_dlq(
-    queue: str, *, actor: Actor, reason: str, progress: DlqProgress | None = None
+    queue: str,
+    *,
+    actor: Actor,
+    reason: str,
+    progress: DlqProgress | None = None,
+    limit: int | None = None,
 ) -> BulkResult:
-    """Discard every entry of a queue's DLQ that exists when the purge starts."""
+    """Discard the entries of a queue's DLQ that exist when the purge starts (up to limit).
+
+    With a limit, `more` says that entries may remain: purge again to continue.
+    """
     reason = _reason(reason, required=True)
-    with audited(actor, "dlq_purge", queue=queue, reason=reason) as report:
+    params = {"limit": limit} if limit else {}
+    with audited(actor, "dlq_purge", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        return _discard_all(queue, DlqFilter(), reason, progress, report)
+        return _discard_all(queue, DlqFilter(limit=limit), reason, progress, report, "-")
 
 
 def _discard_all(
-    queue: str, flt: DlqFilter, reason: str, progress: DlqProgress | None, report: Report
+    queue: str,
+    flt: DlqFilter,
+    reason: str,
+    progress: DlqProgress | None,
+    report: Report,
+    after: str,
 ) -> BulkResult:
     def act(entries: list[DlqEntry]) -> list[str]:
         return discard_entries(queue, entries, reason)
 
     result = BulkResult()
     try:
-        return bulk(queue, flt, act, ("discarded",), progress, result)
-    finally:
-        report.affected = result.done  # also when a later batch failed: what was really done
+        return bulk(queue, flt, act, ("discarded",), progress, result, after)
+    finally:  # also when a later batch failed: the row counts what was really done
+        _record_bulk(report, result)
 
 
 # ----- queue purge -----------------------------------------------------------------------
@@ -282,17 +314,27 @@ def preview_purge(queue: str) -> PurgePreview:
 
 
 def purge_queue(
-    queue: str, *, actor: Actor, reason: str, progress: PurgeProgress | None = None
+    queue: str,
+    *,
+    actor: Actor,
+    reason: str,
+    progress: PurgeProgress | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
 ) -> PurgeResult:
     """Cancel every waiting task of a queue (reason 'purged'), in batches; never running ones.
 
     Queued entries and schedule members go, idempotency keys are released, and each task is
-    left CANCELLED. Tasks submitted after the purge started are kept.
+    left CANCELLED. Tasks submitted after the purge started are kept. With a limit the purge
+    stops after that many tasks and entries; `more` then says to continue with `cursor` set
+    to the result's cutoff_ms, which takes the same tasks as the first part.
     """
     reason = _reason(reason, required=True)
-    with audited(actor, "purge", queue=queue, reason=reason) as report:
+    cutoff = _cutoff(cursor)
+    params = {"limit": limit, "cursor": cursor} if limit or cursor else {}
+    with audited(actor, "purge", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        purge = Purge(queue, reason, progress)
+        purge = Purge(queue, reason, progress, limit=limit, cutoff_ms=cutoff)
         try:
             return purge.run()
         finally:  # also when a later batch failed: the row counts what was really done
@@ -304,4 +346,16 @@ def purge_queue(
                 released_keys=result.released_keys,
                 entries_removed=result.entries_removed,
                 running_left=result.running,
+                more=result.more,
             )
+
+
+def _cutoff(cursor: str | None) -> int | None:
+    """Return the cutoff a continued purge keeps, from its cursor (ms, not in the future)."""
+    if not cursor:
+        return None
+    try:
+        cutoff = cursors.number(cursor, "purge cursor", int(time.time() * 1000))
+    except ValueError as exc:
+        raise InvalidOperation(f"{exc} (pass back the cursor a purge returned)") from None
+    return cutoff

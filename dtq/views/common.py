@@ -12,6 +12,7 @@ from django.core.exceptions import PermissionDenied
 from django.http import HttpRequest, HttpResponse
 from django.urls import reverse
 
+from dtq.conf import dtq_settings
 from dtq.engine import events, records
 from dtq.engine.audit import Actor, request_id_or_new
 from dtq.engine.keys import QUEUE_NAME
@@ -98,6 +99,15 @@ def actor(request: HttpRequest) -> Actor:
 def queue_param(value: str | None) -> str | None:
     """Return value when it is a valid queue name, else None."""
     return value if value and QUEUE_NAME.fullmatch(value) else None
+
+
+MORE_TASKS = "One request takes at most {limit} tasks: more remain, purge again to continue."
+MORE_ENTRIES = "One request takes at most {limit} entries: more may remain, run it again."
+
+
+def bulk_limit() -> int:
+    """Return how many tasks or DLQ entries one admin request may act on."""
+    return int(dtq_settings.BULK_REQUEST_LIMIT)
 
 
 def reason_param(request: HttpRequest) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.contrib import messages
@@ -16,9 +17,11 @@ from dtq.engine import ids, ops, records
 from dtq.engine.errors import DtqError
 from dtq.engine.records import DlqEntry
 from dtq.views.common import (
+    MORE_ENTRIES,
     PERMS,
     actor,
     admin_url,
+    bulk_limit,
     moment,
     page_context,
     queue_param,
@@ -160,16 +163,18 @@ def _run(request: HttpRequest, action: str, queue: str, sel: dict[str, Any]) -> 
     who, reason = actor(request), reason_param(request)
     to_queue = sel["to_queue"] if sel["to_queue"] != queue else None
     if sel["scope"] == "matching":
+        flt = dataclasses.replace(sel["flt"], limit=bulk_limit())  # one bounded part a request
         try:
             if action == "replay":
                 result = ops.replay_many(
-                    queue, actor=who, flt=sel["flt"], to_queue=to_queue, reason=reason
+                    queue, actor=who, flt=flt, to_queue=to_queue, reason=reason
                 )
             else:
-                result = ops.discard_many(queue, actor=who, flt=sel["flt"], reason=reason)
+                result = ops.discard_many(queue, actor=who, flt=flt, reason=reason)
         except DtqError as exc:
             return f"{ACTIONS[action]} failed: {exc}"
-        return f"{ACTIONS[action]}: {result.done} entries of {queue}'s DLQ."
+        more = " " + MORE_ENTRIES.format(limit=bulk_limit()) if result.more else ""
+        return f"{ACTIONS[action]}: {result.done} entries of {queue}'s DLQ.{more}"
     done, refused = 0, []
     for task_id in sel["tasks"]:
         try:
@@ -195,11 +200,15 @@ def dlq_purge(request: HttpRequest, site: AdminSite) -> HttpResponse:
         reason = reason_param(request)
         if reason:
             try:
-                result = ops.purge_dlq(queue, actor=actor(request), reason=reason)
+                result = ops.purge_dlq(
+                    queue, actor=actor(request), reason=reason, limit=bulk_limit()
+                )
             except DtqError as exc:
                 messages.error(request, f"DLQ purge failed: {exc}")
             else:
                 messages.success(request, f"Purged {result.done} entries from {queue}'s DLQ.")
+                if result.more:
+                    messages.warning(request, MORE_ENTRIES.format(limit=bulk_limit()))
             return HttpResponseRedirect(admin_url("dlq") + "?" + urlencode({"queue": queue}))
         error = "A reason is required."
     context = page_context(
