@@ -26,12 +26,12 @@ from tests.testapp import tasks
 pytestmark = pytest.mark.django_db(transaction=True)
 
 
-def rows_seen_elsewhere() -> list[tuple[str, str]]:
-    """Return (action, outcome) of every audit row, as a new connection sees them now."""
-    seen: list[tuple[str, str]] = []
+def rows_seen_elsewhere() -> list[tuple[str, str, int]]:
+    """Return (action, outcome, affected) of every audit row, as a new connection sees them."""
+    seen: list[tuple[str, str, int]] = []
 
     def read() -> None:
-        seen.extend(AuditEntry.objects.values_list("action", "outcome"))
+        seen.extend(AuditEntry.objects.values_list("action", "outcome", "affected"))
         connection.close()
 
     thread = threading.Thread(target=read)
@@ -108,7 +108,7 @@ def test_a_row_survives_the_rollback_of_the_callers_transaction(dtq_env):
 def test_a_purge_that_loses_redis_after_one_batch_keeps_its_row_and_real_count(dtq_env, cut_redis):
     for i in range(450):  # three batches of at most 200
         tasks.record.enqueue(i)
-    seen: list[list[tuple[str, str]]] = []
+    seen: list[list[tuple[str, str, int]]] = []
 
     def after_batch(result: Any) -> None:
         if not seen:
@@ -117,7 +117,7 @@ def test_a_purge_that_loses_redis_after_one_batch_keeps_its_row_and_real_count(d
 
     with pytest.raises(RedisConnectionError), transaction.atomic():
         ops.purge_queue("tests", actor=ACTOR, reason="bad deploy", progress=after_batch)
-    assert seen == [[("purge", "started")]]  # committed before the first batch, not after
+    assert seen == [[("purge", "started", 200)]]  # committed, and counted batch by batch
     entry = AuditEntry.objects.get(action="purge")
     assert (entry.outcome, entry.affected, entry.parameters["queued"]) == ("error", 200, 200)
     assert "ConnectionError" in entry.detail
@@ -226,3 +226,26 @@ def test_a_nul_character_in_a_reason_is_refused_before_the_row(dtq_env, operator
     response = operator.post(admin_cancel_url(task_id), {"reason": "a\x00b"}, follow=True)
     assert "NUL characters" in response.content.decode()
     assert AuditEntry.objects.count() == 0 and records.get_task(task_id)["state"] == "QUEUED"
+
+
+def test_per_id_actions_of_one_admin_request_share_one_audit_connection(dtq_env, admin_client):
+    from django.db.backends.signals import connection_created
+    from django.urls import reverse
+
+    for i in range(3):
+        tasks.record.enqueue(i)
+    dead = dead_letter_by_hand(3)
+    opened: list[str] = []
+
+    def count(sender: Any, connection: Any, **kwargs: Any) -> None:
+        opened.append(connection.alias)
+
+    connection_created.connect(count)
+    try:
+        data = {"action": "discard", "queue": "tests", "confirm": "yes", "task": dead}
+        admin_client.post(reverse("admin:dtq_taskqueue_dlq_action"), data)
+    finally:
+        connection_created.disconnect(count)
+    rows = AuditEntry.objects.filter(action="discard", outcome="ok")
+    assert sorted(rows.values_list("task_id", flat=True)) == sorted(dead)
+    assert opened.count("dtq_audit") == 1  # not one per id (six connects for three ids)

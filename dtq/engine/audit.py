@@ -7,7 +7,7 @@ import logging
 import re
 import threading
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager, nullcontext
 from dataclasses import dataclass, field
 from typing import Any
@@ -87,6 +87,13 @@ class Report:
     affected: int = 0
     parameters: dict[str, Any] = field(default_factory=dict)
     detail: str = ""
+    on_count: Callable[[], None] | None = field(default=None, repr=False)
+
+    def count(self, affected: int) -> None:
+        """Record what the action has done so far; its row is updated batch by batch."""
+        self.affected = affected
+        if self.on_count is not None:
+            self.on_count()
 
 
 @contextmanager
@@ -112,6 +119,7 @@ def audited(
     _check_text(reason, report.parameters)
     with audit_alias() as alias:
         entry = _start(AuditEntry, alias, actor, action, reason, report)
+        report.on_count = lambda: _checkpoint(entry, alias, report)
         try:
             yield report
         except DtqError as exc:
@@ -160,6 +168,15 @@ def _start(model: Any, alias: str, actor: Actor, action: str, reason: str, repor
         raise AuditUnavailable(
             f"the action was not started: its audit row could not be written ({exc})"
         ) from exc
+
+
+def _checkpoint(entry: Any, alias: str, report: Report) -> None:
+    # A process killed mid-purge then leaves a 'started' row that counts the batches done.
+    try:
+        with _write_lock(alias):
+            type(entry).objects.using(alias).filter(pk=entry.pk).update(affected=report.affected)
+    except DatabaseError as exc:  # the action goes on; the closing update tries again
+        log.warning("audit row not updated id=%s error=%s", entry.pk, _printable(str(exc)))
 
 
 def _finish(entry: Any, alias: str, report: Report, outcome: str, detail: str) -> None:

@@ -3,13 +3,14 @@
 An audit row must stay committed whatever the caller's transaction does (ATOMIC_REQUESTS, a
 `transaction.atomic()` around an operation, a rollback after an error). By default dtq opens
 its own connection to the default database for the length of one action (alias `dtq_audit`,
-seen by the opening thread only); `DTQ["AUDIT_DATABASE"]` names a configured alias to use instead.
+seen by the opening thread only); `DTQ["AUDIT_DATABASE"]` names a configured alias instead.
 """
 
 from __future__ import annotations
 
+import threading
 from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import AbstractContextManager, contextmanager, nullcontext
 
 from django.db import DEFAULT_DB_ALIAS, connections
 
@@ -17,6 +18,7 @@ from dtq.conf import dtq_settings
 from dtq.engine.errors import AuditUnavailable
 
 OWN_ALIAS = "dtq_audit"
+_local = threading.local()  # how deeply this thread is inside _own_connection
 
 
 @contextmanager
@@ -32,13 +34,35 @@ def audit_alias() -> Iterator[str]:
             )
         yield configured
         return
-    # A private wrapper, known to this thread only: it never joins the caller's transaction,
-    # and Django's test classes, which wrap every configured alias, leave it alone.
-    own = connections[DEFAULT_DB_ALIAS].copy(OWN_ALIAS)
-    own.settings_dict.update(ATOMIC_REQUESTS=False, AUTOCOMMIT=True, CONN_MAX_AGE=0)
-    connections[OWN_ALIAS] = own
-    try:
+    with _own_connection():
         yield OWN_ALIAS
+
+
+def one_connection() -> AbstractContextManager[None]:
+    """Keep dtq's own audit connection open across several actions (e.g. per-id actions)."""
+    return nullcontext() if dtq_settings.AUDIT_DATABASE else _own_connection()
+
+
+def read_alias() -> str:
+    """Return the alias to read audit rows from."""
+    return str(dtq_settings.AUDIT_DATABASE or DEFAULT_DB_ALIAS)
+
+
+@contextmanager
+def _own_connection() -> Iterator[None]:
+    # A private wrapper, known to this thread only: it never joins the caller's transaction,
+    # and Django's test classes, which wrap every configured alias, leave it alone. Nested
+    # uses (one_connection around several actions) share the outermost one.
+    depth = getattr(_local, "depth", 0)
+    if depth == 0:
+        own = connections[DEFAULT_DB_ALIAS].copy(OWN_ALIAS)
+        own.settings_dict.update(ATOMIC_REQUESTS=False, AUTOCOMMIT=True, CONN_MAX_AGE=0)
+        connections[OWN_ALIAS] = own
+    _local.depth = depth + 1
+    try:
+        yield
     finally:
-        own.close()
-        del connections[OWN_ALIAS]
+        _local.depth = depth
+        if depth == 0:
+            connections[OWN_ALIAS].close()
+            del connections[OWN_ALIAS]

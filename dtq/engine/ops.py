@@ -219,7 +219,8 @@ def replay_many(
 
         result = BulkResult()
         try:
-            bulk(queue, flt, act, REPLAY_OK, progress, result, _after(after))
+            track = _tracking(rep, progress)
+            bulk(queue, flt, act, REPLAY_OK, track, result, _after(after))
         finally:  # also when a later batch failed: the row counts what was really done
             _record_bulk(rep, result)
         return result
@@ -230,6 +231,17 @@ def _after(cursor: str | None) -> str:
         return cursors.entry_id(cursor) if cursor else "-"
     except ValueError as exc:
         raise InvalidOperation(str(exc)) from None
+
+
+def _tracking(report: Report, progress: DlqProgress | None) -> DlqProgress:
+    """Return a progress callback that also counts each batch into the audit row."""
+
+    def track(result: BulkResult) -> None:
+        report.count(result.done)
+        if progress is not None:
+            progress(result)
+
+    return track
 
 
 def _record_bulk(report: Report, result: BulkResult) -> None:
@@ -300,7 +312,7 @@ def _discard_all(
 
     result = BulkResult()
     try:
-        return bulk(queue, flt, act, ("discarded",), progress, result, after)
+        return bulk(queue, flt, act, ("discarded",), _tracking(report, progress), result, after)
     finally:  # also when a later batch failed: the row counts what was really done
         _record_bulk(report, result)
 
@@ -334,7 +346,13 @@ def purge_queue(
     params = {"limit": limit, "cursor": cursor} if limit or cursor else {}
     with audited(actor, "purge", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        purge = Purge(queue, reason, progress, limit=limit, cutoff_ms=cutoff)
+
+        def track(result: PurgeResult) -> None:
+            report.count(result.purged)  # the row counts batch by batch
+            if progress is not None:
+                progress(result)
+
+        purge = Purge(queue, reason, track, limit=limit, cutoff_ms=cutoff)
         try:
             return purge.run()
         finally:  # also when a later batch failed: the row counts what was really done

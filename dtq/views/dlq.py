@@ -13,7 +13,7 @@ from django.template.response import TemplateResponse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dtq.engine import ids, ops, records
+from dtq.engine import audit_db, ids, ops, records
 from dtq.engine.errors import DtqError
 from dtq.engine.records import DlqEntry
 from dtq.views.common import (
@@ -176,15 +176,16 @@ def _run(request: HttpRequest, action: str, queue: str, sel: dict[str, Any]) -> 
         more = " " + MORE_ENTRIES.format(limit=bulk_limit()) if result.more else ""
         return f"{ACTIONS[action]}: {result.done} entries of {queue}'s DLQ.{more}"
     done, refused = 0, []
-    for task_id in sel["tasks"]:
-        try:
-            if action == "replay":
-                ops.replay(task_id, actor=who, queue=queue, to_queue=to_queue, reason=reason)
-            else:
-                ops.discard(task_id, actor=who, queue=queue, reason=reason)
-            done += 1
-        except DtqError as exc:
-            refused.append(str(exc))
+    with audit_db.one_connection():  # one audit row per id, all on one connection
+        for task_id in sel["tasks"]:
+            try:
+                if action == "replay":
+                    ops.replay(task_id, actor=who, queue=queue, to_queue=to_queue, reason=reason)
+                else:
+                    ops.discard(task_id, actor=who, queue=queue, reason=reason)
+                done += 1
+            except DtqError as exc:
+                refused.append(str(exc))
     note = f" {len(refused)} refused: {'; '.join(refused[:3])}" if refused else ""
     return f"{ACTIONS[action]}: {done} of {len(sel['tasks'])} selected entries.{note}"
 

@@ -14,7 +14,7 @@ from dtq.api import access, requests, responses
 from dtq.api.base import DtqView, document, render, valid
 from dtq.api.errors import BadRequest, Unavailable
 from dtq.api.responses import error_responses
-from dtq.engine import cursors, records
+from dtq.engine import audit_db, cursors, records
 from dtq.models import PERM_VIEW, AuditEntry
 
 PERM_VIEW_AUDIT = "dtq.view_auditentry"
@@ -46,7 +46,7 @@ class AuditCollection(DtqView):
         """List audit rows (who did what, to which target, with which outcome)."""
         query = valid(requests.AuditQuery, request.query_params)
         data = query.validated_data
-        rows = AuditEntry.objects.order_by("-id")
+        rows = AuditEntry.objects.using(audit_db.read_alias()).order_by("-id")
         for name, lookup in (("action", "action"), ("queue", "queue"), ("task_id", "task_id")):
             if name in data:
                 rows = rows.filter(**{lookup: data[name]})
