@@ -16,7 +16,7 @@ from dtq.engine import ops, records
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.connection import reset as reset_redis
-from dtq.engine.errors import AuditUnavailable
+from dtq.engine.errors import AuditUnavailable, InvalidOperation
 from dtq.models import AuditEntry
 from tests.ops_support import ACTOR, claim_by_hand, dead_letter_by_hand, finalize_by_hand
 from tests.test_api_support import api, assert_error, post  # noqa: F401
@@ -249,3 +249,13 @@ def test_per_id_actions_of_one_admin_request_share_one_audit_connection(dtq_env,
     rows = AuditEntry.objects.filter(action="discard", outcome="ok")
     assert sorted(rows.values_list("task_id", flat=True)) == sorted(dead)
     assert opened.count("dtq_audit") == 1  # not one per id (six connects for three ids)
+
+
+def test_a_refused_action_on_an_invalid_queue_name_fits_its_row_and_one_log_line(dtq_env, caplog):
+    name = "x" * 200 + "\naudit id=1 actor=admin action=purge"
+    with caplog.at_level(logging.INFO, logger="dtq.audit"), pytest.raises(InvalidOperation):
+        ops.pause_queue(name, actor=ACTOR)
+    entry = AuditEntry.objects.get()
+    assert (entry.outcome, entry.queue) == ("refused", "x" * 64)
+    [line] = [r.getMessage() for r in caplog.records if r.name == "dtq.audit"]
+    assert "\n" not in line

@@ -24,6 +24,7 @@ _sqlite_writes = threading.Lock()
 
 
 REQUEST_ID = re.compile(r"[A-Za-z0-9._:-]{1,128}")
+QUEUE_CHARS, TASK_ID_CHARS = 64, 32  # the widths of AuditEntry.queue and .task_id
 
 
 def request_id_or_new(given: str | None) -> str:
@@ -156,8 +157,8 @@ def _start(model: Any, alias: str, actor: Actor, action: str, reason: str, repor
                 actor_name=actor.name[:150],
                 source=actor.source,
                 action=action,
-                queue=report.queue,
-                task_id=report.task_id,
+                queue=_clip(report.queue, QUEUE_CHARS),
+                task_id=_clip(report.task_id, TASK_ID_CHARS),
                 parameters=report.parameters,
                 reason=reason,
                 request_id=actor.request_id,
@@ -183,8 +184,8 @@ def _finish(entry: Any, alias: str, report: Report, outcome: str, detail: str) -
     entry.outcome = outcome
     entry.detail = detail
     entry.affected = report.affected
-    entry.queue = report.queue or entry.queue
-    entry.task_id = report.task_id or entry.task_id
+    entry.queue = _clip(report.queue, QUEUE_CHARS) or entry.queue
+    entry.task_id = _clip(report.task_id, TASK_ID_CHARS) or entry.task_id
     entry.parameters = report.parameters
     entry.finished_at = timezone.now()
     try:
@@ -200,11 +201,16 @@ def _finish(entry: Any, alias: str, report: Report, outcome: str, detail: str) -
         _printable(entry.actor_name),
         entry.source,
         entry.action,
-        entry.queue,
-        entry.task_id,
+        _printable(entry.queue),
+        _printable(entry.task_id),
         entry.affected,
         outcome,
     )
+
+
+def _clip(text: str, length: int) -> str:
+    # A refused action may name an invalid queue; its row keeps what fits in the column.
+    return text[:length]
 
 
 def _printable(text: str) -> str:
