@@ -6,9 +6,11 @@ from functools import partial
 from typing import Any
 
 from django.contrib import admin
+from django.db.models import QuerySet
 from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
+from dtq.engine import audit_db
 from dtq.models import PERM_VIEW, AuditEntry, TaskQueue
 from dtq.views import dlq, overview, queues, tasks
 from dtq.views.common import url_name
@@ -80,6 +82,9 @@ class AuditEntryAdmin(admin.ModelAdmin):
     date_hierarchy = "created_at"
     list_select_related = ()
     show_full_result_count = False  # stays fast on a long log
+
+    def get_queryset(self, request: HttpRequest) -> QuerySet[AuditEntry]:
+        return super().get_queryset(request).using(audit_db.read_alias())
 
     def get_readonly_fields(self, request: HttpRequest, obj: Any = None) -> list[str]:
         return [field.name for field in self.model._meta.fields]

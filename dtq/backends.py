@@ -131,7 +131,7 @@ def _check_options(task: Task) -> None:
     if not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
         raise InvalidTask(f"retry_on must be a tuple of exception classes, got {task.retry_on!r}")
     key = task.idempotency_key
-    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.match(key)):
+    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key)):
         raise InvalidTask(f"invalid idempotency_key {key!r}")
     if task.database is not None and task.database not in settings.DATABASES:
         raise InvalidTask(f"database {task.database!r} is not in settings.DATABASES")
@@ -151,7 +151,7 @@ def _option_errors(backend: BaseTaskBackend) -> list[Error]:
         found.append(
             Error(f"{where}: OPTIONS['DATABASE'] is not in settings.DATABASES", id="dtq.E103")
         )
-    for queue in sorted(q for q in backend.queues if not QUEUE_NAME.match(str(q))):
+    for queue in sorted(q for q in backend.queues if not QUEUE_NAME.fullmatch(str(q))):
         hint = "Use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit."
         found.append(Error(f"{where}: invalid queue name {queue!r}", hint=hint, id="dtq.E104"))
     return found

@@ -8,7 +8,7 @@ from typing import Any
 from django.core.checks import Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
-from dtq.conf import DEFAULTS, dtq_settings
+from dtq.conf import DEFAULTS, IDEMPOTENCY_SCOPES, dtq_settings
 from dtq.engine.connection import redact
 from dtq.engine.errors import ConfigurationError
 from dtq.engine.keys import QUEUE_NAME
@@ -39,6 +39,7 @@ POSITIVE_NUMBERS = (
     "API_PAGE_SIZE",
     "LIVE_RECHECK_INTERVAL",
     "LIVE_MAX_SOCKETS_PER_USER",
+    "BULK_REQUEST_LIMIT",
 )
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
@@ -61,7 +62,7 @@ def _positive_errors() -> list[Error]:
 
 
 def _name_ok(value: Any) -> bool:
-    return isinstance(value, str) and bool(QUEUE_NAME.match(value))
+    return isinstance(value, str) and bool(QUEUE_NAME.fullmatch(value))
 
 
 def _setting_errors() -> list[Error]:
@@ -143,7 +144,7 @@ def _limit_errors() -> list[Error]:
         (
             not isinstance(depths, dict)
             or not all(
-                isinstance(q, str) and QUEUE_NAME.match(q) and isinstance(n, int) and n >= 0
+                isinstance(q, str) and QUEUE_NAME.fullmatch(q) and isinstance(n, int) and n >= 0
                 for q, n in depths.items()
             ),
             "DTQ['QUEUE_MAX_DEPTH'] must map queue names to whole numbers >= 0",
@@ -199,6 +200,15 @@ def _api_errors() -> list[Error]:
                 f"DTQ['API_SUBMIT_THROTTLE'] is not a rate: {rate!r}",
                 "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'.",
                 21,
+            )
+        )
+    scope = s.API_IDEMPOTENCY_SCOPE
+    if scope not in IDEMPOTENCY_SCOPES:
+        errors.append(
+            _error(
+                f"DTQ['API_IDEMPOTENCY_SCOPE'] must be 'user' or 'queue', got {scope!r}",
+                "'user' (the default) keeps each API user's idempotency keys apart.",
+                22,
             )
         )
     return errors

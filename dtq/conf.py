@@ -10,6 +10,8 @@ from django.dispatch import receiver
 
 from dtq.engine.errors import ConfigurationError
 
+IDEMPOTENCY_SCOPES = ("user", "queue")  # the values of API_IDEMPOTENCY_SCOPE
+
 DEFAULTS: dict[str, Any] = {
     # Connection
     "REDIS_URL": "redis://127.0.0.1:6379/0",
@@ -57,6 +59,10 @@ DEFAULTS: dict[str, Any] = {
     # Live events websocket (dtq.consumers)
     "LIVE_RECHECK_INTERVAL": 30.0,  # seconds between two checks that a socket's user may watch
     "LIVE_MAX_SOCKETS_PER_USER": 10,  # open sockets per user in one server process
+    "BULK_REQUEST_LIMIT": 2000,  # tasks or DLQ entries one API/admin bulk request acts on
+    "API_IDEMPOTENCY_SCOPE": "user",  # "user": each user's keys are their own; "queue": shared
+    # Audit log
+    "AUDIT_DATABASE": None,  # alias for audit rows; None = dtq's own connection to "default"
 }
 
 

@@ -3,6 +3,7 @@
 import json
 import os
 from pathlib import Path
+from urllib.parse import unquote, urlsplit
 
 SECRET_KEY = "dtq-tests"
 DEBUG = False
@@ -49,6 +50,20 @@ DATABASES = {
         "TEST": {"NAME": os.environ.get("DTQ_TEST_DB_TEST")},
     }
 }
+# DTQ_TEST_POSTGRES=postgresql://user[:password]@host:port/dbname runs the suite on PostgreSQL
+# (tests/test_postgres.py does so for the audit tests); the test database gets a name of its
+# own per process, so several runs can share one server.
+if os.environ.get("DTQ_TEST_POSTGRES"):
+    _pg = urlsplit(os.environ["DTQ_TEST_POSTGRES"])
+    DATABASES["default"] = {
+        "ENGINE": "django.db.backends.postgresql",
+        "NAME": _pg.path.lstrip("/") or "postgres",
+        "USER": unquote(_pg.username or "postgres"),
+        "PASSWORD": unquote(_pg.password or ""),
+        "HOST": _pg.hostname or "127.0.0.1",
+        "PORT": str(_pg.port or 5432),
+        "TEST": {"NAME": f"dtq_test_{os.getpid()}"},
+    }
 DTQ = {
     "REDIS_URL": os.environ.get("DTQ_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "KEY_PREFIX": os.environ.get("DTQ_KEY_PREFIX", "dtqtest"),

@@ -12,7 +12,8 @@ from dtq.models import AuditEntry
 from tests.ops_support import dead_letter_by_hand
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 CODENAMES = {
     "view": "view_queues",

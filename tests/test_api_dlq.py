@@ -15,7 +15,8 @@ from tests.test_api_support import (  # noqa: F401
     submit,
 )
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 UNKNOWN = "0000000000000000000000"
 
 
@@ -93,9 +94,9 @@ def test_bulk_replay_by_filter_and_purge(api, client):  # noqa: F811
     assert some["done"] == 1 and len(some["task_ids"]) == 1 and some["task_ids"][0] in ids
     assert_error(post(client, "/api/dlq/purge/", {"queue": "tests"}), 400, "invalid")
     dry = post(client, "/api/dlq/purge/", {"queue": "tests", "reason": "x", "dry_run": True})
-    assert dry.json() == {"queue": "tests", "dry_run": True, "entries": 2}
+    assert dry.json() == {"queue": "tests", "dry_run": True, "entries": 2, "more": False}
     purged = post(client, "/api/dlq/purge/", {"queue": "tests", "reason": "cleanup"}).json()
-    assert purged == {"queue": "tests", "dry_run": False, "entries": 2}
+    assert purged == {"queue": "tests", "dry_run": False, "entries": 2, "more": False}
     assert client.get("/api/dlq/").json()["total"] == 0
     row = AuditEntry.objects.get(action="dlq_purge")
     assert (row.reason, row.affected, row.outcome) == ("cleanup", 2, "ok")

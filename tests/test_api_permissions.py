@@ -8,7 +8,8 @@ from rest_framework.test import APIClient
 from dtq.models import AuditEntry
 from tests.test_api_support import PERMISSIONS, RECORD, api, assert_error, post  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 TASK = "0000000000000000000000"
 ENDPOINTS = [
     ("view", "GET", "/api/tasks/", None),

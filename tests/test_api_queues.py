@@ -7,7 +7,8 @@ import pytest
 from dtq.models import AuditEntry
 from tests.test_api_support import api, assert_error, post, submit  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -87,6 +88,8 @@ def test_purge_dry_run_only_counts(client):
         "scheduled": 1,
         "running": 0,
         "purged": 2,
+        "more": False,
+        "next_cursor": None,
     }
     assert client.get("/api/queues/tests/").json()["queued"] == 1
     assert not AuditEntry.objects.exists()  # a dry run changes nothing, so it audits nothing

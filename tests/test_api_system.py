@@ -9,7 +9,8 @@ from rest_framework.test import APIClient
 from tests.conftest import wait_for
 from tests.test_api_support import RECORD, api, assert_error, post, submit  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 TOKEN = "a-metrics-token-of-32-characters"
 
 

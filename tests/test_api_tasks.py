@@ -10,7 +10,8 @@ from dtq.engine import records
 from tests.conftest import wait_for
 from tests.test_api_support import RECORD, api, assert_error, post, submit  # noqa: F401
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @pytest.fixture
@@ -83,6 +84,45 @@ def test_idempotency_key_of_a_finished_task_replays_with_200(api, client):  # no
     body = replay.json()
     assert body["duplicate"] is True and body["id"] == first["id"]
     assert body["state"] == "SUCCEEDED"
+
+
+def test_idempotency_keys_belong_to_the_user_who_sent_them(api, client):  # noqa: F811
+    headers = {"HTTP_IDEMPOTENCY_KEY": "order-4"}
+    mine = post(client, "/api/tasks/", {"task": RECORD, "args": [4]}, **headers)
+    assert mine.status_code == 202
+    for args in ([4], [5]):  # same body (old: 200 with my id), other body (old: 422, my id)
+        squatter = api.client("submit")
+        theirs = post(squatter, "/api/tasks/", {"task": RECORD, "args": args}, **headers)
+        assert theirs.status_code == 202 and theirs.json()["id"] != mine.json()["id"]
+    again = post(
+        client, "/api/tasks/", {"task": RECORD, "args": [4]}, HTTP_IDEMPOTENCY_KEY="order-4"
+    )
+    error = assert_error(again, 409, "idempotency_in_progress")
+    assert error["details"]["task_id"] == mine.json()["id"]  # my own task: I may see its id
+    assert "'order-4'" in error["message"] and "user:" not in error["message"]
+
+
+def test_a_key_of_the_longest_length_is_scoped_too(client):
+    headers = {"HTTP_IDEMPOTENCY_KEY": "k" * 200}
+    first = post(client, "/api/tasks/", {"task": RECORD}, **headers)
+    assert first.status_code == 202
+    again = post(client, "/api/tasks/", {"task": RECORD}, **headers)
+    assert assert_error(again, 409)["details"]["task_id"] == first.json()["id"]
+
+
+@pytest.mark.parametrize("can_view", [False, True], ids=["submit-only", "viewer"])
+def test_shared_keys_show_a_task_id_only_to_viewers(api, dtq_env, can_view):  # noqa: F811
+    dtq_env.configure(API_IDEMPOTENCY_SCOPE="queue")
+    owner = api.client("submit")
+    headers = {"HTTP_IDEMPOTENCY_KEY": "shared-1"}
+    first = post(owner, "/api/tasks/", {"task": RECORD, "args": [1]}, **headers).json()
+    other = api.client("submit", "view") if can_view else api.client("submit")
+    for args, status in (([2], 422), ([1], 409)):
+        error = assert_error(
+            post(other, "/api/tasks/", {"task": RECORD, "args": args}, **headers), status
+        )
+        assert (first["id"] in error["message"]) is can_view
+        assert (error["details"].get("task_id") == first["id"]) is can_view
 
 
 def test_invalid_idempotency_key_is_400(client):

@@ -100,7 +100,7 @@ def test_idle_worker_runs_a_new_task_and_stops_at_once(dtq_env):
     assert dtq_env.leftovers()["pending"] == 0
 
 
-@pytest.mark.django_db
+@pytest.mark.django_db(transaction=True)  # the audit rows are committed outside the test's
 def test_entry_read_by_a_blocked_worker_after_a_pause_waits_for_resume(dtq_env):
     dtq_env.configure(BLOCK_TIMEOUT=8.0)
     worker = dtq_env.worker()

@@ -10,13 +10,15 @@ import pytest
 
 import dtq
 from dtq.engine import ops
+from dtq.engine.errors import InvalidOperation
 from dtq.engine.reaper import Reaper
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, events, finalize_by_hand, keys, orphans
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def state_of(result: dtq.TaskResult) -> str:
@@ -81,9 +83,13 @@ def test_cancelling_a_finished_task_is_refused_and_audited(dtq_env):
 def test_cancelling_an_unknown_task_raises_not_found(dtq_env):
     with pytest.raises(dtq.TaskNotFound):
         ops.cancel("0" * 22, actor=ACTOR)
-    with pytest.raises(dtq.TaskNotFound):
-        ops.cancel("not-an-id", actor=ACTOR)
-    assert AuditEntry.objects.filter(outcome="refused").count() == 2
+    assert AuditEntry.objects.filter(outcome="refused").count() == 1
+
+
+def test_cancelling_a_malformed_id_is_refused_before_its_audit_row(dtq_env):
+    with pytest.raises(InvalidOperation, match="invalid task id"):
+        ops.cancel("not-an-id\nforged line", actor=ACTOR)
+    assert AuditEntry.objects.count() == 0  # nothing was attempted, nothing to log
 
 
 def _cancel_when_started(env, result, name):

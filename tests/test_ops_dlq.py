@@ -23,7 +23,8 @@ from tests.ops_support import (
 )
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def dead(n: int, queue: str = "tests", **using) -> list[str]:

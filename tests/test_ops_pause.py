@@ -14,7 +14,8 @@ from dtq.models import AuditEntry
 from tests.ops_support import ACTOR, claim_by_hand, events, keys
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def test_pause_and_resume_are_idempotent_evented_and_audited(dtq_env):

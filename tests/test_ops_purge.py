@@ -15,7 +15,8 @@ from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, events, finalize_by_hand, keys, orphans
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+# Audit rows are committed on a connection of their own, outside the test's transaction.
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 def fill() -> dict[str, list[str]]:

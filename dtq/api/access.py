@@ -7,8 +7,6 @@ anonymous requests get 401, users without the permission 403. Being staff grants
 from __future__ import annotations
 
 import hmac
-import re
-import uuid
 from typing import Any
 
 from django.apps import apps
@@ -18,9 +16,8 @@ from rest_framework.request import Request
 from rest_framework.throttling import UserRateThrottle
 
 from dtq.conf import dtq_settings
-from dtq.engine.audit import Actor
+from dtq.engine.audit import Actor, request_id_or_new
 
-REQUEST_ID = re.compile(r"^[A-Za-z0-9._:-]{1,128}$")
 REQUEST_ID_HEADER = "HTTP_X_REQUEST_ID"
 
 
@@ -81,8 +78,7 @@ def request_id(request: Request) -> str:
     current = getattr(request._request, "dtq_request_id", None)
     if current:
         return str(current)
-    given = request.META.get(REQUEST_ID_HEADER, "")
-    value = given if REQUEST_ID.match(given) else uuid.uuid4().hex
+    value = request_id_or_new(request.META.get(REQUEST_ID_HEADER))
     request._request.dtq_request_id = value
     return value
 

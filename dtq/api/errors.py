@@ -147,6 +147,8 @@ def from_engine(exc: engine.DtqError) -> ApiError:
             return Conflict(message, code="task_finished", details=details)
         case engine.OperationInProgress():
             return Conflict(message, code="in_progress", headers={"Retry-After": "1"})
+        case engine.AuditUnavailable():
+            return Unavailable(message, code="audit_unavailable")
     return Conflict(message, code="refused")
 
 
@@ -192,8 +194,8 @@ def handle(exc: Exception, context: dict[str, Any]) -> Response:
         exc = from_engine(exc)
     elif isinstance(exc, RedisError):
         exc = from_redis(exc)
-    set_rollback()
     if not isinstance(exc, exceptions.APIException):
+        set_rollback()  # only for the unexpected: a 4xx or 503 rolls nothing back
         request = context.get("request")
         log.exception("api error request_id=%s", getattr(request, "dtq_request_id", ""))
         return Response(body("internal_error", "internal server error; see the server log"), 500)

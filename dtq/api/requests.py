@@ -104,6 +104,9 @@ class PurgeRequest(serializers.Serializer):
 
     reason = serializers.CharField(max_length=1000)
     dry_run = serializers.BooleanField(required=False, default=False)
+    cursor = serializers.CharField(
+        max_length=20, required=False, help_text="next_cursor of the purge's previous part"
+    )
 
 
 class ReplayRequest(ReasonRequest):
@@ -121,7 +124,19 @@ class DlqFilterRequest(ReasonRequest):
     error = serializers.CharField(max_length=200, required=False, help_text="error class part")
     since = serializers.DateTimeField(required=False, help_text="dead-lettered at or after")
     until = serializers.DateTimeField(required=False, help_text="dead-lettered before")
-    limit = serializers.IntegerField(min_value=1, max_value=100_000, required=False)
+    limit = serializers.IntegerField(
+        min_value=1, required=False, help_text="at most BULK_REQUEST_LIMIT (also the default)"
+    )
+    cursor = serializers.CharField(
+        max_length=41, required=False, help_text="next_cursor of the previous request"
+    )
+
+    def validate_limit(self, value: int) -> int:
+        """Refuse a limit above what one request may do."""
+        bound = int(dtq_settings.BULK_REQUEST_LIMIT)
+        if value > bound:
+            raise serializers.ValidationError(f"at most {bound} per request (BULK_REQUEST_LIMIT)")
+        return value
 
 
 class DlqPurgeRequest(serializers.Serializer):

@@ -167,6 +167,10 @@ class PurgeResult(serializers.Serializer):
     scheduled = serializers.IntegerField()
     running = serializers.IntegerField(help_text="running tasks, never purged")
     purged = serializers.IntegerField()
+    more = serializers.BooleanField(help_text="stopped at BULK_REQUEST_LIMIT: purge again")
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="with more: pass as cursor to take the same tasks"
+    )
 
 
 class DlqEntry(serializers.Serializer):
@@ -199,13 +203,18 @@ class BulkResult(serializers.Serializer):
     queue = serializers.CharField()
     done = serializers.IntegerField()
     statuses = serializers.DictField(child=serializers.IntegerField())
-    task_ids = serializers.ListField(child=serializers.CharField())
+    task_ids = serializers.ListField(
+        child=serializers.CharField(), help_text="of this request: at most BULK_REQUEST_LIMIT"
+    )
+    more = serializers.BooleanField(help_text="stopped at the limit: matching entries may remain")
+    next_cursor = serializers.CharField(allow_null=True, help_text="with more: pass as cursor")
 
 
 class DlqPurgeResult(serializers.Serializer):
     queue = serializers.CharField()
     dry_run = serializers.BooleanField()
     entries = serializers.IntegerField(help_text="entries discarded (dry run: present now)")
+    more = serializers.BooleanField(help_text="stopped at BULK_REQUEST_LIMIT: purge again")
 
 
 class Worker(serializers.Serializer):

@@ -14,6 +14,7 @@ from dtq.engine.records import DlqEntry
 from dtq.engine.scripts import Scripts
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
+TRIM_BATCH = 500  # entries per retention call
 
 Progress = Callable[["BulkResult"], None]
 
@@ -51,9 +52,14 @@ class BulkResult:
     done: int = 0
     statuses: dict[str, int] = field(default_factory=dict)
     task_ids: list[str] = field(default_factory=list)  # of the entries acted on
+    taken: int = 0  # entries acted on, whatever their status
+    more: bool = False  # stopped at the filter's limit: matching entries may remain
+    next_cursor: str | None = None  # with more: the last entry taken; continue after it
 
     def add(self, entries: list[DlqEntry], replies: list[str], ok: tuple[str, ...]) -> None:
         """Count one batch's replies."""
+        self.taken += len(entries)
+        self.next_cursor = entries[-1]["entry_id"] if entries else self.next_cursor
         for entry, status in zip(entries, replies, strict=True):
             self.statuses[status] = self.statuses.get(status, 0) + 1
             if status in ok:
@@ -106,8 +112,22 @@ def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[st
     return list(Scripts.of(get_client()).discard(keys=keys, args=[*argv, *args]))
 
 
-def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator[list[DlqEntry]]:
-    """Yield the entries that match flt, oldest first, in batches; newer entries are left out.
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
+    """Remove a queue's DLQ entries older than cutoff_ms (and their index entries); count them."""
+    keys, argv = layout.build(_keys(), [queue])
+    scripts = Scripts.of(get_client())
+    removed = 0
+    while True:  # ends: no entry older than the cutoff is ever added
+        count = int(scripts.dlq_trim(keys=keys, args=[*argv, cutoff_ms, batch]))
+        removed += count
+        if count < batch:
+            return removed
+
+
+def matching_batches(
+    queue: str, flt: DlqFilter, batch: int = BATCH, after: str = "-"
+) -> Iterator[list[DlqEntry]]:
+    """Yield the entries after `after` that match flt, oldest first, in batches.
 
     Only entries present when the iteration starts are considered, so a DLQ that keeps
     growing cannot keep a bulk action running.
@@ -115,7 +135,7 @@ def matching_batches(queue: str, flt: DlqFilter, batch: int = BATCH) -> Iterator
     upto = records.dlq_last_id(queue)
     if upto is None:
         return
-    after, left = "-", flt.limit
+    left = flt.limit
     while left is None or left > 0:
         page = records.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
         if not page:
@@ -133,11 +153,20 @@ def bulk(
     act: Callable[[list[DlqEntry]], list[str]],
     ok: tuple[str, ...],
     progress: Progress | None = None,
+    result: BulkResult | None = None,
+    after: str = "-",
 ) -> BulkResult:
-    """Apply act to every matching entry, batch by batch; return the counts."""
-    result = BulkResult()
-    for entries in matching_batches(queue, flt):
+    """Apply act to every matching entry after `after`, batch by batch, counting into result.
+
+    A caller that passes its own result still has the counts of the batches done when a
+    later batch raises.
+    """
+    result = BulkResult() if result is None else result
+    for entries in matching_batches(queue, flt, after=after):
         result.add(entries, act(entries), ok)
         if progress is not None:
             progress(result)
+    result.more = flt.limit is not None and result.taken >= flt.limit
+    if not result.more:
+        result.next_cursor = None
     return result

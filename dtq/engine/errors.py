@@ -121,3 +121,7 @@ class OperationInProgress(RetryableError):
     def __init__(self, key: str, delay: float) -> None:
         super().__init__(f"idempotent operation {key!r} is running elsewhere", delay=delay)
         self.key = key
+
+
+class AuditUnavailable(DtqError):
+    """Raised when an action's audit row cannot be written, so the action does not start."""

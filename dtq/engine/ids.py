@@ -8,7 +8,7 @@ import time
 
 _ALPHABET = "0123456789abcdefghjkmnpqrstvwxyz"  # Crockford base32, lower case
 _INDEX = {c: i for i, c in enumerate(_ALPHABET)}
-ID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{22}$")
+ID_PATTERN = re.compile(r"^[0-9a-hjkmnp-tv-z]{22}$")  # use fullmatch: "$" also matches "\n"
 
 
 _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # every 10-bit value as 2 chars
@@ -27,7 +27,7 @@ def new_id(shard: int = 0) -> str:
 
 def is_valid(task_id: str) -> bool:
     """Return True when task_id has the shape of a dtq id."""
-    return isinstance(task_id, str) and bool(ID_PATTERN.match(task_id))
+    return isinstance(task_id, str) and bool(ID_PATTERN.fullmatch(task_id))
 
 
 def shard_of(task_id: str) -> int:

@@ -26,7 +26,7 @@ def band_of(priority: int) -> int:
 
 def check_queue_name(name: object) -> str:
     """Return name if it is a valid queue name, else raise ValueError."""
-    if not isinstance(name, str) or not QUEUE_NAME.match(name):
+    if not isinstance(name, str) or not QUEUE_NAME.fullmatch(name):
         raise ValueError(
             f"invalid queue name {name!r}: use 1-64 letters, digits, '_', '.' or '-', "
             "starting with a letter or digit"
@@ -82,6 +82,10 @@ class Keys:
     @property
     def events(self) -> str:
         return self._k("events")
+
+    @property
+    def dlq_index(self) -> str:
+        return self._k("dlqix")
 
     @property
     def queues(self) -> str:

@@ -39,7 +39,7 @@ def channel(prefix: str) -> str:
 
 
 def shared_keys(keys: Keys) -> list[str]:
-    """Return the six shared keys, in lib.lua order."""
+    """Return the seven shared keys, in lib.lua order."""
     return list(_shared_keys(keys, int(time.time() // 60)))
 
 
@@ -52,6 +52,7 @@ def _shared_keys(keys: Keys, minute: int) -> tuple[str, ...]:
         keys.queues,
         keys.paused,
         keys.throughput(minute),
+        keys.dlq_index,
     )
 
 

@@ -8,10 +8,11 @@ commands themselves. Reads (DLQ lists, purge previews) write no audit row.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, layout, records
+from dtq.engine import cursors, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
@@ -58,6 +59,15 @@ def _queue(name: str) -> str:
         raise InvalidOperation(str(exc)) from None
 
 
+def _task_id(task_id: str) -> str:
+    # Checked before the audit row: a malformed id never reaches the log or the database.
+    if not ids.is_valid(task_id):
+        raise InvalidOperation(
+            f"invalid task id {task_id[:40]!r}: a task id is 22 characters of 0-9 and a-z"
+        )
+    return task_id
+
+
 def _reason(reason: str, required: bool = False) -> str:
     text = (reason or "").strip()
     if required and not text:
@@ -80,6 +90,7 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
     Raises TaskNotFound, or TaskAlreadyFinished for a task in a final state.
     """
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     with audited(actor, "cancel", task_id=task_id, reason=reason) as report:
         outcome = _cancel(task_id, reason or "cancelled by an operator", report)
         report.affected = 1
@@ -88,8 +99,6 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
 
 
 def _cancel(task_id: str, reason: str, report: Report) -> str:
-    if not ids.is_valid(task_id):
-        raise TaskNotFound(f"no task {task_id!r}")
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
@@ -162,6 +171,7 @@ def replay(
     DLQ entry: 'recreated'; else 'replayed'). `queue` narrows the search for such an entry.
     """
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     params = {"to_queue": to_queue} if to_queue else {}
     with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
         if to_queue is not None:
@@ -190,25 +200,59 @@ def replay_many(
     to_queue: str | None = None,
     reason: str = "",
     progress: DlqProgress | None = None,
+    after: str | None = None,
 ) -> BulkResult:
-    """Replay every entry of a queue's DLQ that matches flt, in batches."""
+    """Replay the entries of a queue's DLQ that match flt, in batches, after entry `after`.
+
+    With flt.limit the result says whether matching entries may remain (`more`) and where to
+    continue (`next_cursor`, passed back as `after`).
+    """
     flt = flt or DlqFilter()
-    params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True}
+    params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True, "after": after}
     with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
         _queue(queue)
         if to_queue is not None:
             _queue(to_queue)
-        result = bulk(
-            queue, flt, lambda es: replay_entries(queue, es, to_queue), REPLAY_OK, progress
-        )
-        rep.affected = result.done
-        rep.parameters["statuses"] = result.statuses
+
+        def act(entries: list[DlqEntry]) -> list[str]:
+            return replay_entries(queue, entries, to_queue)
+
+        result = BulkResult()
+        try:
+            track = _tracking(rep, progress)
+            bulk(queue, flt, act, REPLAY_OK, track, result, _after(after))
+        finally:  # also when a later batch failed: the row counts what was really done
+            _record_bulk(rep, result)
         return result
+
+
+def _after(cursor: str | None) -> str:
+    try:
+        return cursors.entry_id(cursor) if cursor else "-"
+    except ValueError as exc:
+        raise InvalidOperation(str(exc)) from None
+
+
+def _tracking(report: Report, progress: DlqProgress | None) -> DlqProgress:
+    """Return a progress callback that also counts each batch into the audit row."""
+
+    def track(result: BulkResult) -> None:
+        report.count(result.done)
+        if progress is not None:
+            progress(result)
+
+    return track
+
+
+def _record_bulk(report: Report, result: BulkResult) -> None:
+    report.affected = result.done
+    report.parameters.update(statuses=result.statuses, more=result.more)
 
 
 def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str = "") -> None:
     """Remove one task's entry from its DLQ for good (its record stays until retention)."""
     reason = _reason(reason)
+    task_id = _task_id(task_id)
     with audited(actor, "discard", task_id=task_id, reason=reason) as report:
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
@@ -225,34 +269,52 @@ def discard_many(
     flt: DlqFilter | None = None,
     reason: str = "",
     progress: DlqProgress | None = None,
+    after: str | None = None,
 ) -> BulkResult:
-    """Discard every entry of a queue's DLQ that matches flt, in batches."""
+    """Discard the entries of a queue's DLQ that match flt, in batches, after entry `after`."""
     flt = flt or DlqFilter()
     reason = _reason(reason)
-    params = {"filter": flt.as_dict(), "bulk": True}
+    params = {"filter": flt.as_dict(), "bulk": True, "after": after}
     with audited(actor, "discard", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        result = _discard_all(queue, flt, reason, progress)
-        report.affected = result.done
-        return result
+        return _discard_all(queue, flt, reason, progress, report, _after(after))
 
 
 def purge_dlq(
-    queue: str, *, actor: Actor, reason: str, progress: DlqProgress | None = None
+    queue: str,
+    *,
+    actor: Actor,
+    reason: str,
+    progress: DlqProgress | None = None,
+    limit: int | None = None,
 ) -> BulkResult:
-    """Discard every entry of a queue's DLQ that exists when the purge starts."""
+    """Discard the entries of a queue's DLQ that exist when the purge starts (up to limit).
+
+    With a limit, `more` says that entries may remain: purge again to continue.
+    """
     reason = _reason(reason, required=True)
-    with audited(actor, "dlq_purge", queue=queue, reason=reason) as report:
+    params = {"limit": limit} if limit else {}
+    with audited(actor, "dlq_purge", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        result = _discard_all(queue, DlqFilter(), reason, progress)
-        report.affected = result.done
-        return result
+        return _discard_all(queue, DlqFilter(limit=limit), reason, progress, report, "-")
 
 
 def _discard_all(
-    queue: str, flt: DlqFilter, reason: str, progress: DlqProgress | None
+    queue: str,
+    flt: DlqFilter,
+    reason: str,
+    progress: DlqProgress | None,
+    report: Report,
+    after: str,
 ) -> BulkResult:
-    return bulk(queue, flt, lambda es: discard_entries(queue, es, reason), ("discarded",), progress)
+    def act(entries: list[DlqEntry]) -> list[str]:
+        return discard_entries(queue, entries, reason)
+
+    result = BulkResult()
+    try:
+        return bulk(queue, flt, act, ("discarded",), _tracking(report, progress), result, after)
+    finally:  # also when a later batch failed: the row counts what was really done
+        _record_bulk(report, result)
 
 
 # ----- queue purge -----------------------------------------------------------------------
@@ -264,23 +326,54 @@ def preview_purge(queue: str) -> PurgePreview:
 
 
 def purge_queue(
-    queue: str, *, actor: Actor, reason: str, progress: PurgeProgress | None = None
+    queue: str,
+    *,
+    actor: Actor,
+    reason: str,
+    progress: PurgeProgress | None = None,
+    limit: int | None = None,
+    cursor: str | None = None,
 ) -> PurgeResult:
     """Cancel every waiting task of a queue (reason 'purged'), in batches; never running ones.
 
     Queued entries and schedule members go, idempotency keys are released, and each task is
-    left CANCELLED. Tasks submitted after the purge started are kept.
+    left CANCELLED. Tasks submitted after the purge started are kept. With a limit the purge
+    stops after that many tasks and entries; `more` then says to continue with `cursor` set
+    to the result's cutoff_ms, which takes the same tasks as the first part.
     """
     reason = _reason(reason, required=True)
-    with audited(actor, "purge", queue=queue, reason=reason) as report:
+    cutoff = _cutoff(cursor)
+    params = {"limit": limit, "cursor": cursor} if limit or cursor else {}
+    with audited(actor, "purge", queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
-        result = Purge(queue, reason, progress).run()
-        report.affected = result.purged
-        report.parameters.update(
-            queued=result.queued,
-            scheduled=result.scheduled,
-            released_keys=result.released_keys,
-            entries_removed=result.entries_removed,
-            running_left=result.running,
-        )
-        return result
+
+        def track(result: PurgeResult) -> None:
+            report.count(result.purged)  # the row counts batch by batch
+            if progress is not None:
+                progress(result)
+
+        purge = Purge(queue, reason, track, limit=limit, cutoff_ms=cutoff)
+        try:
+            return purge.run()
+        finally:  # also when a later batch failed: the row counts what was really done
+            result = purge.result
+            report.affected = result.purged
+            report.parameters.update(
+                queued=result.queued,
+                scheduled=result.scheduled,
+                released_keys=result.released_keys,
+                entries_removed=result.entries_removed,
+                running_left=result.running,
+                more=result.more,
+            )
+
+
+def _cutoff(cursor: str | None) -> int | None:
+    """Return the cutoff a continued purge keeps, from its cursor (ms, not in the future)."""
+    if not cursor:
+        return None
+    try:
+        cutoff = cursors.number(cursor, "purge cursor", int(time.time() * 1000))
+    except ValueError as exc:
+        raise InvalidOperation(f"{exc} (pass back the cursor a purge returned)") from None
+    return cutoff

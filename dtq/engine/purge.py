@@ -42,10 +42,18 @@ class PurgeResult:
     skipped: int = 0
     running: int = 0
     batches: int = 0
+    taken: int = 0  # items sent to the script (tasks and entries)
+    more: bool = False  # stopped at its limit: waiting tasks may remain
+    cutoff_ms: int = 0  # tasks created up to this millisecond are the purge's
 
     @property
     def purged(self) -> int:
         return self.queued + self.scheduled
+
+    @property
+    def next_cursor(self) -> str | None:
+        """With more: the cursor that continues this purge (its cutoff), else None."""
+        return str(self.cutoff_ms) if self.more else None
 
     def add(self, reply: list[int]) -> None:
         """Count one batch's reply {queued, scheduled, released, removed, skipped}."""
@@ -77,28 +85,52 @@ def preview(queue: str) -> PurgePreview:
 class Purge:
     """One purge of one queue: state indexes first, then a sweep of the streams."""
 
-    def __init__(self, queue: str, reason: str, progress: Progress | None = None) -> None:
+    def __init__(
+        self,
+        queue: str,
+        reason: str,
+        progress: Progress | None = None,
+        *,
+        limit: int | None = None,
+        cutoff_ms: int | None = None,
+    ) -> None:
         self.queue = queue
         self.reason = reason
         self.progress = progress
+        self.limit = limit  # at most this many items per run; None = all
         self.keys = _keys()
         self.client: Any = get_client()  # decode_responses: replies are str
         self.scripts = Scripts.of(self.client)
+        self.result = PurgeResult()
+        if cutoff_ms is not None:  # a purge continued: same tasks as its first part
+            self.result.cutoff_ms = cutoff_ms
+            return
         # Tasks created after this millisecond are not purged (ids carry their creation time);
         # let it pass first so that no task created from here on shares it.
-        self.cutoff_ms = int(time.time() * 1000)
-        while int(time.time() * 1000) <= self.cutoff_ms:
+        self.result.cutoff_ms = int(time.time() * 1000)
+        while int(time.time() * 1000) <= self.result.cutoff_ms:
             time.sleep(0.0005)
-        self.result = PurgeResult()
+
+    @property
+    def cutoff_ms(self) -> int:
+        return self.result.cutoff_ms
 
     def run(self) -> PurgeResult:
-        """Purge every waiting task created before the purge started; return the counts."""
+        """Purge the waiting tasks created up to the cutoff (up to limit); return the counts."""
         for state in WAITING:  # scheduled first: a task promoted meanwhile is still caught
             self._purge_index(state)
         for band in BANDS:
             self._sweep_stream(band)
         self.result.running = preview(self.queue).running
         return self.result
+
+    def _room(self) -> int:
+        """Return how many more items this run may send (a large number without a limit)."""
+        if self.limit is None:
+            return BATCH
+        left = self.limit - self.result.taken
+        self.result.more = self.result.more or left <= 0
+        return max(left, 0)
 
     def _old(self, task_id: str) -> bool:
         return not ids.is_valid(task_id) or ids.created_ms(task_id) <= self.cutoff_ms
@@ -108,9 +140,9 @@ class Purge:
         now_ms = int(time.time() * 1000) + 1000  # index scores come from the server's clock
         offset = 0  # members created after the cutoff stay in the index: page past them
         seen: set[str] = set()
-        while True:
+        while self._room():
             members = self.client.zrangebyscore(index, "-inf", now_ms, start=offset, num=BATCH)
-            chosen = [m for m in members if self._old(m)]
+            chosen = [m for m in members if self._old(m)][: self._room()]
             if not members or (chosen and seen.issuperset(chosen)):
                 return  # done (the second test only guards against a script that stalls)
             seen.update(chosen)
@@ -124,8 +156,8 @@ class Purge:
         if not top:
             return
         low, upto = "-", top[0][0]
-        while True:
-            rows = self.client.xrange(stream, low, upto, count=BATCH)
+        while self._room():
+            rows = self.client.xrange(stream, low, upto, count=min(BATCH, self._room()))
             if not rows:
                 return
             low = f"({rows[-1][0]}"
@@ -145,6 +177,7 @@ class Purge:
         keys, argv = layout.build(self.keys, [self.queue], refs)
         args = [self.reason, *(v for item in items for v in item)]
         self.result.add(self.scripts.purge(keys=keys, args=[*argv, *args]))
+        self.result.taken += len(items)
         if self.progress is not None:
             self.progress(self.result)
 

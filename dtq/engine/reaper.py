@@ -8,7 +8,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, layout
+from dtq.engine import dlq, failpoints, layout
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.periodic import Periodic
@@ -179,10 +179,12 @@ class Reaper(Periodic):
         now = time.time()
         cutoff_ms = int((now - float(dtq_settings.RETENTION)) * 1000)
         dlq_cutoff = int((now - float(dtq_settings.DLQ_RETENTION)) * 1000)
+        queues = self._known_queues()
         pipe = self.client.pipeline(transaction=False)
-        for queue in self._known_queues():
+        for queue in queues:
             for state in STATE_ORDER:
                 if state in TERMINAL_STATES:
                     pipe.zremrangebyscore(self.keys.index(queue, state), "-inf", cutoff_ms)
-            pipe.xtrim(self.keys.dlq(queue), minid=f"{dlq_cutoff}-0")
         pipe.execute()
+        for queue in queues:
+            dlq.trim(queue, dlq_cutoff)  # a script: the DLQ index loses the same entries

@@ -21,6 +21,7 @@ NAMES = (
     "replay",
     "discard",
     "purge",
+    "dlq_trim",
     "op_begin",
     "op_renew",
     "op_finish",

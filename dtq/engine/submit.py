@@ -77,7 +77,7 @@ def validate(sub: Submission) -> None:
     if sub.task_id is not None and not ids.is_valid(sub.task_id):
         raise InvalidTaskError(f"task_id is not a dtq id: {sub.task_id!r}")
     key = sub.idempotency_key
-    if key is not None and not IDEMPOTENCY_KEY.match(key):
+    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
         raise SubmitError(
             "idempotency key must be 1-200 characters of letters, digits and _ . : @ / + = -"
         )

@@ -15,8 +15,9 @@ from django.template.response import TemplateResponse
 from django.urls import reverse
 from redis.exceptions import RedisError
 
+from dtq.conf import dtq_settings
 from dtq.engine import events, records
-from dtq.engine.audit import Actor
+from dtq.engine.audit import Actor, request_id_or_new
 from dtq.engine.connection import describe, is_outage
 from dtq.engine.keys import QUEUE_NAME
 from dtq.models import (
@@ -115,14 +116,23 @@ def actor(request: HttpRequest) -> Actor:
     return Actor.for_user(
         request.user,
         "admin",
-        request_id=request.headers.get("X-Request-ID", ""),
+        request_id=request_id_or_new(request.headers.get("X-Request-ID")),
         client_address=request.META.get("REMOTE_ADDR"),
     )
 
 
 def queue_param(value: str | None) -> str | None:
     """Return value when it is a valid queue name, else None."""
-    return value if value and QUEUE_NAME.match(value) else None
+    return value if value and QUEUE_NAME.fullmatch(value) else None
+
+
+MORE_TASKS = "One request takes at most {limit} tasks: more remain, purge again to continue."
+MORE_ENTRIES = "One request takes at most {limit} entries: more may remain, run it again."
+
+
+def bulk_limit() -> int:
+    """Return how many tasks or DLQ entries one admin request may act on."""
+    return int(dtq_settings.BULK_REQUEST_LIMIT)
 
 
 def reason_param(request: HttpRequest) -> str:

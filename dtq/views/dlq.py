@@ -2,23 +2,26 @@
 
 from __future__ import annotations
 
+import dataclasses
 from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
-from django.core.exceptions import PermissionDenied
+from django.core.exceptions import BadRequest, PermissionDenied
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dtq.engine import ids, ops, records
+from dtq.engine import audit_db, ids, ops, records
 from dtq.engine.errors import DtqError
 from dtq.engine.records import DlqEntry
 from dtq.views.common import (
+    MORE_ENTRIES,
     PERMS,
     actor,
     admin_url,
+    bulk_limit,
     moment,
     page_context,
     queue_param,
@@ -75,8 +78,8 @@ def dlq_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     if queue is not None:
         try:
             page = _page(queue, flt, request.GET.get("before") or None)
-        except ValueError:  # a hand-edited cursor
-            raise Http404("invalid cursor") from None
+        except ValueError as exc:  # a hand-edited cursor: 400 with the reason
+            raise BadRequest(str(exc)) from None
     page["entries"] = [e | {"at": moment(e["dead_lettered_at"])} for e in page["entries"]]
     keep = {"queue": queue or "", "name": flt.name or "", "error": flt.error or ""}
     keep = {k: v for k, v in keep.items() if v}
@@ -160,26 +163,29 @@ def _run(request: HttpRequest, action: str, queue: str, sel: dict[str, Any]) -> 
     who, reason = actor(request), reason_param(request)
     to_queue = sel["to_queue"] if sel["to_queue"] != queue else None
     if sel["scope"] == "matching":
+        flt = dataclasses.replace(sel["flt"], limit=bulk_limit())  # one bounded part a request
         try:
             if action == "replay":
                 result = ops.replay_many(
-                    queue, actor=who, flt=sel["flt"], to_queue=to_queue, reason=reason
+                    queue, actor=who, flt=flt, to_queue=to_queue, reason=reason
                 )
             else:
-                result = ops.discard_many(queue, actor=who, flt=sel["flt"], reason=reason)
+                result = ops.discard_many(queue, actor=who, flt=flt, reason=reason)
         except DtqError as exc:
             return f"{ACTIONS[action]} failed: {exc}"
-        return f"{ACTIONS[action]}: {result.done} entries of {queue}'s DLQ."
+        more = " " + MORE_ENTRIES.format(limit=bulk_limit()) if result.more else ""
+        return f"{ACTIONS[action]}: {result.done} entries of {queue}'s DLQ.{more}"
     done, refused = 0, []
-    for task_id in sel["tasks"]:
-        try:
-            if action == "replay":
-                ops.replay(task_id, actor=who, queue=queue, to_queue=to_queue, reason=reason)
-            else:
-                ops.discard(task_id, actor=who, queue=queue, reason=reason)
-            done += 1
-        except DtqError as exc:
-            refused.append(str(exc))
+    with audit_db.one_connection():  # one audit row per id, all on one connection
+        for task_id in sel["tasks"]:
+            try:
+                if action == "replay":
+                    ops.replay(task_id, actor=who, queue=queue, to_queue=to_queue, reason=reason)
+                else:
+                    ops.discard(task_id, actor=who, queue=queue, reason=reason)
+                done += 1
+            except DtqError as exc:
+                refused.append(str(exc))
     note = f" {len(refused)} refused: {'; '.join(refused[:3])}" if refused else ""
     return f"{ACTIONS[action]}: {done} of {len(sel['tasks'])} selected entries.{note}"
 
@@ -195,11 +201,15 @@ def dlq_purge(request: HttpRequest, site: AdminSite) -> HttpResponse:
         reason = reason_param(request)
         if reason:
             try:
-                result = ops.purge_dlq(queue, actor=actor(request), reason=reason)
+                result = ops.purge_dlq(
+                    queue, actor=actor(request), reason=reason, limit=bulk_limit()
+                )
             except DtqError as exc:
                 messages.error(request, f"DLQ purge failed: {exc}")
             else:
                 messages.success(request, f"Purged {result.done} entries from {queue}'s DLQ.")
+                if result.more:
+                    messages.warning(request, MORE_ENTRIES.format(limit=bulk_limit()))
             return HttpResponseRedirect(admin_url("dlq") + "?" + urlencode({"queue": queue}))
         error = "A reason is required."
     context = page_context(

@@ -10,7 +10,16 @@ from django.views.decorators.http import require_POST
 
 from dtq.engine import ops
 from dtq.engine.errors import DtqError
-from dtq.views.common import actor, admin_url, page_context, queue_param, reason_param, require
+from dtq.views.common import (
+    MORE_TASKS,
+    actor,
+    admin_url,
+    bulk_limit,
+    page_context,
+    queue_param,
+    reason_param,
+    require,
+)
 
 
 def _queue(name: str) -> str:
@@ -55,7 +64,9 @@ def queue_purge(request: HttpRequest, site: AdminSite, queue: str) -> HttpRespon
         reason = reason_param(request)
         if reason:
             try:
-                result = ops.purge_queue(queue, actor=actor(request), reason=reason)
+                result = ops.purge_queue(
+                    queue, actor=actor(request), reason=reason, limit=bulk_limit()
+                )
             except DtqError as exc:
                 messages.error(request, f"Purge failed: {exc}")
             else:
@@ -64,6 +75,9 @@ def queue_purge(request: HttpRequest, site: AdminSite, queue: str) -> HttpRespon
                     f"Purged {queue}: {result.queued} queued and {result.scheduled} scheduled "
                     f"tasks cancelled; {result.running} running tasks left alone.",
                 )
+                if result.more:  # one request does a bounded part; the page offers the rest
+                    messages.warning(request, MORE_TASKS.format(limit=bulk_limit()))
+                    return HttpResponseRedirect(admin_url("queue_purge", queue))
             return HttpResponseRedirect(admin_url("changelist"))
         error = "A reason is required."
     context = page_context(

@@ -7,6 +7,7 @@ from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
+from django.core.exceptions import BadRequest
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 from django.utils.http import urlencode
@@ -86,8 +87,8 @@ def task_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     filters = _filters(request, queues)
     try:
         page = _page(filters["queue"], filters["state"], filters["task"], filters["cursor"])
-    except ValueError:  # a hand-edited cursor
-        raise Http404("invalid cursor") from None
+    except ValueError as exc:  # a hand-edited cursor: 400 with the reason
+        raise BadRequest(str(exc)) from None
     keep = {k: v for k, v in filters.items() if v and k != "cursor"}
     next_url = None
     if page["next_cursor"]:

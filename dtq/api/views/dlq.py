@@ -9,6 +9,7 @@ from dtq.api import listing, requests, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
+from dtq.conf import dtq_settings
 from dtq.engine import ops, records
 from dtq.models import PERM_DISCARD, PERM_PURGE, PERM_REPLAY
 
@@ -113,7 +114,7 @@ class DlqBulkReplay(DtqView):
             error=form.get("error"),
             since=since.timestamp() if since else None,
             until=until.timestamp() if until else None,
-            limit=form.get("limit"),
+            limit=form.get("limit") or int(dtq_settings.BULK_REQUEST_LIMIT),
         )
         result = ops.replay_many(
             form["queue"],
@@ -121,9 +122,11 @@ class DlqBulkReplay(DtqView):
             flt=flt,
             to_queue=form.get("to_queue"),
             reason=form["reason"],
+            after=form.get("cursor"),
         )
         data = {"queue": form["queue"], "done": result.done, "statuses": result.statuses}
-        return render(responses.BulkResult, data | {"task_ids": result.task_ids})
+        more = {"more": result.more, "next_cursor": result.next_cursor}
+        return render(responses.BulkResult, data | {"task_ids": result.task_ids} | more)
 
 
 class DlqPurge(DtqView):
@@ -140,12 +143,17 @@ class DlqPurge(DtqView):
         },
     )
     def post(self, request: Request) -> Response:
-        """Discard every entry of a queue's DLQ (audited, reason required); dry_run counts."""
+        """Discard a queue's DLQ entries (audited, reason required), BULK_REQUEST_LIMIT at most.
+
+        `more` says entries may remain: purge again. dry_run only counts.
+        """
         form = valid(requests.DlqPurgeRequest, body(request)).validated_data
-        queue = form["queue"]
+        queue, more = form["queue"], False
         if form["dry_run"]:
             entries = records.dlq_entries(queue, 1)["total"]
         else:
-            entries = ops.purge_dlq(queue, actor=self.actor(), reason=form["reason"]).done
-        data = {"queue": queue, "dry_run": form["dry_run"], "entries": entries}
+            limit = int(dtq_settings.BULK_REQUEST_LIMIT)
+            result = ops.purge_dlq(queue, actor=self.actor(), reason=form["reason"], limit=limit)
+            entries, more = result.done, result.more
+        data = {"queue": queue, "dry_run": form["dry_run"], "entries": entries, "more": more}
         return render(responses.DlqPurgeResult, data)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -11,6 +13,7 @@ from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.fields import QUEUE_NAME_MESSAGE
 from dtq.api.responses import error_responses
+from dtq.conf import dtq_settings
 from dtq.engine import ops, records
 from dtq.engine.keys import QUEUE_NAME, check_queue_name
 from dtq.models import PERM_PAUSE, PERM_PURGE
@@ -114,13 +117,21 @@ class QueuePurge(DtqView):
         """Purge a queue (audited, reason required); dry_run only counts what it would take."""
         queue_name(name)
         form = valid(requests.PurgeRequest, body(request)).validated_data
+        more: dict[str, Any] = {"more": False, "next_cursor": None}
         if form["dry_run"]:
             preview = ops.preview_purge(name)
             counts = {"queued": preview.queued, "scheduled": preview.scheduled}
             running, purged = preview.running, preview.total
         else:
-            result = ops.purge_queue(name, actor=self.actor(), reason=form["reason"])
+            result = ops.purge_queue(
+                name,
+                actor=self.actor(),
+                reason=form["reason"],
+                limit=int(dtq_settings.BULK_REQUEST_LIMIT),
+                cursor=form.get("cursor"),
+            )
             counts = {"queued": result.queued, "scheduled": result.scheduled}
             running, purged = result.running, result.purged
-        data = {"queue": name, "dry_run": form["dry_run"], **counts}
+            more = {"more": result.more, "next_cursor": result.next_cursor}
+        data = {"queue": name, "dry_run": form["dry_run"], **counts, **more}
         return render(responses.PurgeResult, data | {"running": running, "purged": purged})

@@ -14,7 +14,7 @@ from dtq.api import access, requests, responses
 from dtq.api.base import DtqView, document, render, valid
 from dtq.api.errors import BadRequest, Unavailable
 from dtq.api.responses import error_responses
-from dtq.engine import records
+from dtq.engine import audit_db, cursors, records
 from dtq.models import PERM_VIEW, AuditEntry
 
 PERM_VIEW_AUDIT = "dtq.view_auditentry"
@@ -46,16 +46,17 @@ class AuditCollection(DtqView):
         """List audit rows (who did what, to which target, with which outcome)."""
         query = valid(requests.AuditQuery, request.query_params)
         data = query.validated_data
-        rows = AuditEntry.objects.order_by("-id")
+        rows = AuditEntry.objects.using(audit_db.read_alias()).order_by("-id")
         for name, lookup in (("action", "action"), ("queue", "queue"), ("task_id", "task_id")):
             if name in data:
                 rows = rows.filter(**{lookup: data[name]})
         if "actor" in data:
             rows = rows.filter(actor_name=data["actor"])
         if "cursor" in data:
-            if not data["cursor"].isdigit():
-                raise BadRequest("invalid cursor", code="invalid_cursor")
-            rows = rows.filter(id__lt=int(data["cursor"]))
+            try:
+                rows = rows.filter(id__lt=cursors.audit_cursor(data["cursor"]))
+            except ValueError as exc:
+                raise BadRequest(str(exc), code="invalid_cursor") from None
         limit = query.limit_or_default()
         page = list(rows[: limit + 1])
         cursor = str(page[limit - 1].pk) if len(page) > limit else None

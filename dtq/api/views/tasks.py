@@ -7,11 +7,12 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from dtq.api import listing, requests, responses
+from dtq.api import idempotency, listing, requests, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
 from dtq.engine import ops, records, registry
+from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
 from dtq.engine.submit import IDEMPOTENCY_KEY, submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
 
@@ -19,7 +20,7 @@ IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
     str,
     OpenApiParameter.HEADER,
-    description="one logical task per key and queue: a replay returns the first task",
+    description="one logical task per key, queue and user: a replay returns the first task",
     pattern=IDEMPOTENCY_KEY.pattern,
 )
 
@@ -28,7 +29,7 @@ def _idempotency_key(request: Request) -> str | None:
     key = request.headers.get("Idempotency-Key")
     if key is None:
         return None
-    if not IDEMPOTENCY_KEY.match(key):
+    if not IDEMPOTENCY_KEY.fullmatch(key):
         message = "1-200 characters of letters, digits and _ . : @ / + = -"
         raise BadRequest(
             "invalid Idempotency-Key header",
@@ -62,9 +63,13 @@ class TaskCollection(DtqView):
         task = registry.get(data["task"])
         if task is None:  # the serializer checked it; this only narrows the type
             raise BadRequest(f"no task named {data['task']!r} is registered", code="invalid")
-        overrides = form.overrides() | ({"idempotency_key": key} if key else {})
+        stored = idempotency.stored_key(request.user, key) if key else None
+        overrides = form.overrides() | ({"idempotency_key": stored} if stored else {})
         sub = task.using(**overrides).submission(tuple(data["args"]), data["kwargs"])
-        accepted = submit(sub)
+        try:
+            accepted = submit(sub)
+        except (IdempotencyConflict, IdempotencyInProgress) as exc:
+            raise idempotency.error(exc, request.user, key or "") from None
         state = accepted.state or None
         if accepted.duplicate:
             record = records.get_task(accepted.id)

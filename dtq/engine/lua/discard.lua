@@ -19,6 +19,7 @@ for ti = 1, NT do
     local id = ''
     for i = 1, #e[1][2], 2 do if e[1][2][i] == 't' then id = e[1][2][i + 1] end end
     redis.call('XDEL', qkey(1, Q_DLQ), eid)
+    dlq_unindex(id, 1, eid)
     local r = redis.call('HMGET', tk, 'id', 'dlq', 'state', 'attempt')
     if r[1] and r[2] == eid then
       redis.call('HSET', tk, 'dlq', '', 'discarded_at', NOW)

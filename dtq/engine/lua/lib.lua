@@ -1,8 +1,9 @@
 -- lib.lua: helpers prepended to every dtq script (not a script on its own).
 --
 -- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
---   KEYS[1..6]   shared:  schedule (zset), running (zset id -> lease deadline ms),
---                         events (stream), queues (set), paused (set), throughput bucket (hash)
+--   KEYS[1..7]   shared:  schedule (zset), running (zset id -> lease deadline ms),
+--                         events (stream), queues (set), paused (set), throughput bucket (hash),
+--                         DLQ index (hash task id -> '<queue> <DLQ entry id>')
 --   then one block of QB keys per queue (ARGV[1] blocks):
 --                         9 state indexes (zset id -> ms, in STATE_ORDER), stats (hash),
 --                         dlq (stream), stream band 0, band 1, band 2
@@ -14,8 +15,8 @@
 --   ARGV[6] result ttl (s)  ARGV[7] idempotency record ttl (s)  ARGV[8] consumer group
 --   ARGV[9 .. 8+nq] queue names, in block order; script arguments follow (see ARG0).
 
-local NSHARED, QB, TB = 6, 14, 3
-local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP = 1, 2, 3, 4, 5, 6
+local NSHARED, QB, TB = 7, 14, 3
+local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
 local STATE_ORDER = {PENDING = 1, QUEUED = 2, RUNNING = 3, RETRYING = 4, SUCCEEDED = 5,
   FAILED = 6, DEAD_LETTERED = 7, CANCELLED = 8, EXPIRED = 9}
 local TERMINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
@@ -174,6 +175,14 @@ local function settle_idempotency(tk, ik, outcome, idem)
 end
 
 -- Send a task to the DLQ (or FAILED when the DLQ is off); error_json is {class, message}.
+-- Forget a task's DLQ index entry when it still names this entry (the task may have been
+-- dead-lettered again since, under a new entry id).
+local function dlq_unindex(id, qi, eid)
+  if redis.call('HGET', KEYS[K_DLQIX], id) == qname(qi) .. ' ' .. eid then
+    redis.call('HDEL', KEYS[K_DLQIX], id)
+  end
+end
+
 local function dead_letter(tk, ik, id, qi, old, use_dlq, error_json)
   local r = redis.call('HMGET', tk, 'name', 'payload', 'attempt', 'queue', 'priority', 'band',
     'max_attempts', 'timeout', 'retry', 'idem', 'created_at')
@@ -185,6 +194,7 @@ local function dead_letter(tk, ik, id, qi, old, use_dlq, error_json)
       'band', r[6] or 1, 'max_attempts', r[7] or 1, 'timeout', r[8] or '', 'retry', r[9] or '{}',
       'idem', r[10] or '', 'created_at', r[11] or NOW)
     redis.call('HSET', tk, 'dlq', did)
+    redis.call('HSET', KEYS[K_DLQIX], id, qname(qi) .. ' ' .. did)
     move(tk, id, qi, old, 'DEAD_LETTERED')
     emit('TASK_DEAD_LETTERED', id, qi, 'DEAD_LETTERED', r[3])
   else

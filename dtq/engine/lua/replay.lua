@@ -71,6 +71,7 @@ for ti = 1, NT do
     end
     if status then
       redis.call('XDEL', qkey(src, Q_DLQ), eid)
+      dlq_unindex(id, src, eid)
       redis.call('HSET', tk, 'queue', qname(dst), 'attempt', 0, 'expires_at', 0, 'dlq', '',
         'replayed_at', NOW)
       redis.call('HINCRBY', tk, 'replays', 1)

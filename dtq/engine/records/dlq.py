@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from dtq.engine import ids
+from dtq.engine import cursors, ids
 from dtq.engine.connection import get_client
 from dtq.engine.keys import check_queue_name
 from dtq.engine.records.queues import MAX_PAGE, _keys
@@ -64,10 +64,7 @@ def decode_dlq_entry(queue: str, entry_id: str, fields: dict[str, str]) -> DlqEn
 
 def check_entry_id(entry_id: str) -> str:
     """Return entry_id if it has the shape of a stream entry id, else raise ValueError."""
-    millis, _, seq = entry_id.partition("-") if isinstance(entry_id, str) else ("", "", "")
-    if not (millis.isdigit() and seq.isdigit() and len(entry_id) <= 41):
-        raise ValueError(f"invalid DLQ entry id {entry_id!r}")
-    return entry_id
+    return cursors.entry_id(entry_id)
 
 
 def dlq_entries(queue: str, limit: int = 50, before: str | None = None) -> DlqPage:
@@ -108,41 +105,32 @@ def dlq_last_id(queue: str) -> str | None:
 
 
 def find_dlq_entry(task_id: str, queue: str | None = None) -> DlqEntry | None:
-    """Return a task's DLQ entry: O(1) through its record, else a scan of the DLQ(s).
+    """Return a task's DLQ entry in O(1): through its record, else through the DLQ index.
 
-    Without a record (past retention) the DLQ of `queue`, or of every known queue, is read
-    from the task's creation time on, in pages.
+    The index (task id -> queue and entry id) outlives the record, which expires before the
+    entry does. Nothing is scanned: an id that neither knows is None at once. `queue`, when
+    given, must be the queue of an entry found through the index.
     """
     if not ids.is_valid(task_id):
         return None
+    if queue is not None:
+        check_queue_name(queue)
     client: Any = get_client()
     keys = keys_for(task_id)
-    owner, entry_id = client.hmget(keys.task(task_id), "queue", "dlq")
-    if owner and entry_id:
-        rows = client.xrange(keys.dlq(owner), entry_id, entry_id)
+    pipe = client.pipeline(transaction=False)
+    pipe.hmget(keys.task(task_id), "queue", "dlq")
+    pipe.hget(keys.dlq_index, task_id)
+    (owner, entry_id), indexed = pipe.execute()
+    places = [(owner, entry_id)] if owner and entry_id else []
+    if indexed:
+        name, _, eid = indexed.partition(" ")
+        if queue is None or name == queue:
+            places.append((name, eid))
+    for name, eid in places:
+        rows = client.xrange(keys.dlq(name), eid, eid)
         if rows and rows[0][1].get("t") == task_id:
-            return decode_dlq_entry(owner, *rows[0])
-    queues = [check_queue_name(queue)] if queue else sorted(client.smembers(keys.queues))
-    start = f"{ids.created_ms(task_id)}-0"
-    for name in queues:
-        found = _scan_for(name, task_id, start)
-        if found is not None:
-            return found
+            return decode_dlq_entry(name, *rows[0])
     return None
-
-
-def _scan_for(queue: str, task_id: str, start: str) -> DlqEntry | None:
-    client: Any = get_client()
-    stream = keys_for(task_id).dlq(queue)
-    low = start
-    while True:
-        rows = client.xrange(stream, low, "+", count=DLQ_SCAN_PAGE)
-        for eid, fields in rows:
-            if fields.get("t") == task_id:
-                return decode_dlq_entry(queue, eid, fields)
-        if len(rows) < DLQ_SCAN_PAGE:
-            return None
-        low = f"({rows[-1][0]}"
 
 
 def dlq_detail(task_id: str, queue: str | None = None) -> dict[str, Any] | None:

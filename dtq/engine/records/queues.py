@@ -8,7 +8,7 @@ from typing import Any, TypedDict
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids
+from dtq.engine import cursors
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
@@ -305,10 +305,7 @@ class TaskPage(TypedDict):
 
 
 def _parse_cursor(cursor: str) -> tuple[int, str]:
-    score, _, task_id = cursor.partition(":")
-    if not score.isdigit() or not ids.is_valid(task_id):
-        raise ValueError(f"invalid cursor {cursor!r}")
-    return int(score), task_id
+    return cursors.task_cursor(cursor)
 
 
 def _page_candidates(
