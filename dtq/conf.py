@@ -54,6 +54,9 @@ DEFAULTS: dict[str, Any] = {
     "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
     "API_SUBMIT_THROTTLE": None,  # DRF rate for POST tasks/ per user, e.g. "100/minute"
     "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
+    "API_READ_THROTTLE": None,  # DRF rate for GETs per user (scope dtq_read), e.g. "600/minute"
+    # Reads (admin, API, /metrics, dtq_status)
+    "READ_BUDGET": 1000,  # Redis commands one request's reads may send in total
 }
 
 

@@ -132,6 +132,8 @@ def from_engine(exc: engine.DtqError) -> ApiError:
             return Conflict(message, code="task_finished", details=details)
         case engine.OperationInProgress():
             return Conflict(message, code="in_progress", headers={"Retry-After": "1"})
+        case engine.ReadBudgetExceeded():
+            return BadRequest(message, code="read_budget", details={"limit": exc.limit})
     return Conflict(message, code="refused")
 
 

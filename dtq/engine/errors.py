@@ -112,3 +112,25 @@ class OperationInProgress(RetryableError):
     def __init__(self, key: str, delay: float) -> None:
         super().__init__(f"idempotent operation {key!r} is running elsewhere", delay=delay)
         self.key = key
+
+
+class ReadBudgetExceeded(DtqError):
+    """Raised when a read would send more Redis commands than DTQ['READ_BUDGET'] allows."""
+
+    def __init__(self, limit: int, needed: int) -> None:
+        super().__init__(
+            f"this read needs {needed} Redis commands, more than the read budget of {limit} "
+            "(DTQ['READ_BUDGET']); narrow it: a queue, a state, a smaller limit"
+        )
+        self.limit = limit
+        self.needed = needed
+
+
+class UnknownQueue(InvalidTaskError):
+    """Raised when a queue is not declared (DTQ['QUEUES']) or not accepted by its task."""
+
+    def __init__(self, queue: str, allowed: list[str], by: str = "DTQ['QUEUES']") -> None:
+        names = ", ".join(allowed) or "(none)"
+        super().__init__(f"queue {queue!r} is not allowed by {by}; allowed: {names}")
+        self.queue = queue
+        self.allowed = allowed

@@ -9,11 +9,12 @@ from typing import Any
 
 from django.contrib.admin import AdminSite
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.urls import reverse
 
 from dtq.engine import events, records
 from dtq.engine.audit import Actor
+from dtq.engine.errors import ReadBudgetExceeded
 from dtq.engine.keys import QUEUE_NAME
 from dtq.models import (
     PERM_CANCEL,
@@ -65,7 +66,12 @@ def require(action: str) -> Callable[[View], View]:
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.has_perm(perm):
                 raise PermissionDenied(f"needs the {perm} permission")
-            return view(request, *args, **kwargs)
+            # One read budget per page view: whatever it shows, it costs Redis a bounded amount.
+            with records.read_budget():
+                try:
+                    return view(request, *args, **kwargs)
+                except ReadBudgetExceeded as exc:
+                    return HttpResponseBadRequest(str(exc), content_type="text/plain")
 
         return checked
 

@@ -104,7 +104,7 @@ class TaskCollection(DtqView):
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_cursor") from None
         result = {"results": page["tasks"], "next_cursor": page["next_cursor"]}
-        return render(responses.TaskPage, result)
+        return render(responses.TaskPage, result | {k: page[k] for k in ("partial", "scanned")})
 
 
 class TaskDetailView(DtqView):
