@@ -40,6 +40,7 @@ POSITIVE_NUMBERS = (
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
 MIN_TOKEN_LENGTH = 16
+MIN_READ_BUDGET = 100  # one queue's overview and a short page of tasks
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -147,6 +148,15 @@ def _limit_errors() -> list[Error]:
             "For example {'emails': 10000}.",
             14,
         ),
+        (
+            not isinstance(s.READ_BUDGET, int)
+            or isinstance(s.READ_BUDGET, bool)
+            or s.READ_BUDGET < MIN_READ_BUDGET,
+            f"DTQ['READ_BUDGET'] must be a whole number >= {MIN_READ_BUDGET}, "
+            f"got {s.READ_BUDGET!r}",
+            "It bounds the Redis commands of one read request; the default is 1000.",
+            15,
+        ),
     ]
     return errors + [_error(m, h, n) for bad, m, h, n in problems if bad]
 
@@ -189,15 +199,17 @@ def _api_errors() -> list[Error]:
                 20,
             )
         )
-    rate = s.API_SUBMIT_THROTTLE
-    if rate is not None and not (isinstance(rate, str) and THROTTLE_RATE.match(rate)):
-        errors.append(
-            _error(
-                f"DTQ['API_SUBMIT_THROTTLE'] is not a rate: {rate!r}",
-                "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'.",
-                21,
+    for name, n in (("API_SUBMIT_THROTTLE", 21), ("API_READ_THROTTLE", 22)):
+        rate = getattr(s, name)
+        if rate is not None and not (isinstance(rate, str) and THROTTLE_RATE.match(rate)):
+            errors.append(
+                _error(
+                    f"DTQ['{name}'] is not a rate: {rate!r}",
+                    "Use None (no throttle) or '<number>/<second|minute|hour|day>', "
+                    "e.g. '100/minute'.",
+                    n,
+                )
             )
-        )
     return errors
 
 

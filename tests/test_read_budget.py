@@ -230,3 +230,12 @@ def test_dlq_pages_over_several_queues_give_every_entry_once(dtq_env):
 
     found = _all_pages(read)
     assert len(found) == len(set(found)) == 22
+
+
+def test_reads_are_throttled_per_user_in_the_dtq_read_scope(api, dtq_env):  # noqa: F811
+    dtq_env.configure(API_READ_THROTTLE="3/minute")
+    viewer, other = api.client("view"), api.client("view")
+    assert [viewer.get("/api/queues/").status_code for _ in range(4)] == [200, 200, 200, 429]
+    assert viewer.get("/api/tasks/").status_code == 429  # one scope for every read
+    assert other.get("/api/queues/").status_code == 200  # per user
+    assert viewer.get("/api/health/").status_code == 200  # probes are never throttled
