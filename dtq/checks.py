@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.core.checks import Error, Tags, Warning, register
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
 from dtq.conf import DEFAULTS, dtq_settings
@@ -161,6 +161,33 @@ def _limit_errors() -> list[Error]:
     return errors + [_error(m, h, n) for bad, m, h, n in problems if bad]
 
 
+def _queue_errors() -> list[CheckMessage]:
+    """Check DTQ['QUEUES'] and that every registered task's queues are declared in it."""
+    s = dtq_settings
+    queues = s.QUEUES
+    if queues is None:
+        return []
+    if not isinstance(queues, (list, tuple)) or not all(_name_ok(q) for q in queues):
+        msg = f"DTQ['QUEUES'] must be None or a list of queue names, got {queues!r}"
+        return [_error(msg, "For example ['default', 'emails'].", 16)]
+    if s.DEFAULT_QUEUE not in queues:
+        msg = f"DTQ['QUEUES'] does not declare DTQ['DEFAULT_QUEUE'] ({s.DEFAULT_QUEUE!r})"
+        return [_error(msg, "Tasks that name no queue would be refused: add it.", 17)]
+    from dtq.engine import registry
+    from dtq.engine.declared import task_queues
+
+    return [
+        Warning(
+            f"task {task.name!r} names queue {queue!r}, which DTQ['QUEUES'] does not declare",
+            hint="Its submissions to that queue are refused: declare the queue or drop it.",
+            id="dtq.W005",
+        )
+        for task in registry.tasks()
+        for queue in task_queues(task)
+        if queue not in queues
+    ]
+
+
 def _timing_errors() -> list[Error]:
     s = dtq_settings
     errors = []
@@ -214,15 +241,15 @@ def _api_errors() -> list[Error]:
 
 
 @register(Tags.compatibility)
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the DTQ settings dict."""
     try:
         dtq_settings.reload()
         dtq_settings.KEY_PREFIX  # noqa: B018  (forces the load, which validates the keys)
     except ConfigurationError as exc:
         return [_error(str(exc), "See docs/configuration.md for the accepted keys.", 1)]
-    errors = _setting_errors() + _limit_errors() + _api_errors()
-    return errors or _timing_errors()
+    errors: list[CheckMessage] = [*_setting_errors(), *_limit_errors(), *_api_errors()]
+    return [*errors, *_queue_errors()] if errors else [*_queue_errors(), *_timing_errors()]
 
 
 @register(Tags.database, deploy=False)

@@ -25,6 +25,8 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_TIMEOUT": None,  # seconds a worker's claim lasts without renewal; None = 5 heartbeats
     "TASK_MODULES": [],
     "DEFAULT_QUEUE": "default",
+    # The queues tasks may use; None = the default queue plus every queue a task names
+    "QUEUES": None,
     "DEFAULT_MAX_ATTEMPTS": 3,
     "RETRY_BASE": 1.0,
     "RETRY_CAP": 300.0,

@@ -81,7 +81,7 @@ def fake_fleet(client: Any) -> None:
 @pytest.fixture
 def big(dtq_env, private_redis) -> dict[str, Any]:
     """300 queues, 100,000 tasks in every state, a 30,000-entry DLQ, 300 workers."""
-    dtq_env.configure(READ_BUDGET=1000)
+    dtq_env.configure(READ_BUDGET=1000, QUEUES=["default", *QUEUES])
     for queue in QUEUES[2:]:
         submit_bulk(queue, 10)
     submit_bulk(DEAD, DLQ_ENTRIES)

@@ -129,8 +129,10 @@ class ReadBudgetExceeded(DtqError):
 class UnknownQueue(InvalidTaskError):
     """Raised when a queue is not declared (DTQ['QUEUES']) or not accepted by its task."""
 
-    def __init__(self, queue: str, allowed: list[str], by: str = "DTQ['QUEUES']") -> None:
+    def __init__(
+        self, queue: str, allowed: list[str], by: str = "declared (DTQ['QUEUES'])"
+    ) -> None:
         names = ", ".join(allowed) or "(none)"
-        super().__init__(f"queue {queue!r} is not allowed by {by}; allowed: {names}")
+        super().__init__(f"queue {queue!r} is not {by}; allowed: {names}")
         self.queue = queue
         self.allowed = allowed

@@ -14,6 +14,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
+from dtq.engine.declared import check_declared
 from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
 from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
@@ -56,6 +57,11 @@ def _queue(name: str) -> str:
         return check_queue_name(name)
     except ValueError as exc:
         raise InvalidOperation(str(exc)) from None
+
+
+def _target(name: str) -> str:
+    """Return a queue an action may create entries in: a declared one (DTQ['QUEUES'])."""
+    return check_declared(_queue(name))
 
 
 def _reason(reason: str, required: bool = False) -> str:
@@ -125,7 +131,8 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     reason = _reason(reason)
     action = "pause" if paused else "resume"
     with audited(actor, action, queue=queue, reason=reason) as report:
-        _queue(queue)
+        if _queue(queue) not in records.queue_names():  # pausing must not create a queue
+            _target(queue)
         key_list, argv = layout.build(_keys(), [queue])
         changed = Scripts.of(get_client()).pause(
             keys=key_list, args=[*argv, "1" if paused else "0", reason]
@@ -165,7 +172,7 @@ def replay(
     params = {"to_queue": to_queue} if to_queue else {}
     with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
         if to_queue is not None:
-            _queue(to_queue)
+            _target(to_queue)
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
         status = replay_entries(entry["queue"], [entry], to_queue)[0]
@@ -197,7 +204,7 @@ def replay_many(
     with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
         _queue(queue)
         if to_queue is not None:
-            _queue(to_queue)
+            _target(to_queue)
         result = bulk(
             queue, flt, lambda es: replay_entries(queue, es, to_queue), REPLAY_OK, progress
         )

@@ -1,4 +1,4 @@
-"""The reaper: recover attempts of dead or stalled workers, and apply retention."""
+"""The reaper: recover attempts of dead or stalled workers, apply retention, forget queues."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints, layout
+from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.periodic import Periodic
 from dtq.engine.state import TERMINAL_STATES
 
 RETENTION_EVERY = 60.0  # seconds between retention sweeps
+FORGET_BATCH = 100  # undeclared queues looked at per retention sweep
 # Every reaper claims into one consumer name, so the group does not collect a consumer per
 # reaper process; entries it leaves pending belong to live attempts and are acked by them.
 REAPER_CONSUMER = "dtq-reaper"
@@ -178,3 +180,15 @@ class Reaper(Periodic):
                     pipe.zremrangebyscore(self.keys.index(queue, state), "-inf", cutoff_ms)
             pipe.xtrim(self.keys.dlq(queue), minid=f"{dlq_cutoff}-0")
         pipe.execute()
+        self.forget_unused_queues()
+
+    def forget_unused_queues(self) -> int:
+        """Forget undeclared queues that hold nothing any more (see forget_queue.lua)."""
+        keep = declared()
+        forgotten = 0
+        for queue in [q for q in self._known_queues() if q not in keep][:FORGET_BATCH]:
+            keys, argv = layout.build(self.keys, [queue])
+            if self.scripts.forget_queue(keys=keys, args=argv):
+                forgotten += 1
+                self.log.info("forgot unused queue queue=%s", queue)
+        return forgotten

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +14,7 @@ from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
 from dtq.engine import ops, records, registry
+from dtq.engine.declared import task_queues
 from dtq.engine.submit import IDEMPOTENCY_KEY, submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
 
@@ -36,6 +39,23 @@ def _idempotency_key(request: Request) -> str | None:
             details={"fields": {"Idempotency-Key": [message]}},
         )
     return key
+
+
+def _check_routing(task: Any, overrides: dict[str, Any]) -> None:
+    """Refuse (400) a queue or priority the task does not accept from API submitters."""
+    fields: dict[str, list[str]] = {}
+    queue = overrides.get("queue_name")
+    allowed = task_queues(task)
+    if queue is not None and queue not in allowed:
+        fields["queue_name"] = [f"task {task.name!r} accepts only: {', '.join(allowed)}"]
+    own = int(getattr(task, "priority", 0) or 0)
+    highest = getattr(task, "max_priority", None)
+    highest = own if highest is None else int(highest)
+    if overrides.get("priority", own) > highest:
+        fields["priority"] = [f"task {task.name!r} accepts a priority of at most {highest}"]
+    if fields:
+        message = "; ".join(m for ms in fields.values() for m in ms)
+        raise BadRequest(message, code="invalid", details={"fields": fields})
 
 
 class TaskCollection(DtqView):
@@ -63,6 +83,7 @@ class TaskCollection(DtqView):
         if task is None:  # the serializer checked it; this only narrows the type
             raise BadRequest(f"no task named {data['task']!r} is registered", code="invalid")
         overrides = form.overrides() | ({"idempotency_key": key} if key else {})
+        _check_routing(task, overrides)
         sub = task.using(**overrides).submission(tuple(data["args"]), data["kwargs"])
         accepted = submit(sub)
         state = accepted.state or None
