@@ -5,6 +5,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from django.apps import apps
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
@@ -252,11 +253,74 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     return [*errors, *_queue_errors()] if errors else [*_queue_errors(), *_timing_errors()]
 
 
+LARGE_PAYLOAD = 1024 * 1024  # above this per task, a few thousand tasks fill gigabytes
+
+
+def _unlimited_warnings() -> list[Warning]:
+    """Return a warning per setting that leaves Redis' memory or load without a limit."""
+    s = dtq_settings
+    found = []
+    unlimited = [q for q, n in (s.QUEUE_MAX_DEPTH or {}).items() if n == 0]
+    if s.MAX_QUEUE_DEPTH == 0 or unlimited:
+        where = f"queues {', '.join(sorted(unlimited))}" if unlimited else "every queue"
+        found.append(
+            (
+                "W010",
+                f"no depth limit for {where} (MAX_QUEUE_DEPTH / QUEUE_MAX_DEPTH 0)",
+                "A backlog can fill Redis, and a full Redis refuses the workers' writes "
+                "too. Set a limit (see docs/sizing.md).",
+            )
+        )
+    if _is_number(s.MAX_PAYLOAD_BYTES) and s.MAX_PAYLOAD_BYTES > LARGE_PAYLOAD:
+        found.append(
+            (
+                "W011",
+                f"DTQ['MAX_PAYLOAD_BYTES'] is {s.MAX_PAYLOAD_BYTES} (over 1 MiB)",
+                "Keep large data outside Redis and pass a reference in the arguments.",
+            )
+        )
+    if apps.is_installed("rest_framework"):
+        if s.API_SUBMIT_THROTTLE is None:
+            found.append(
+                (
+                    "W012",
+                    "DTQ['API_SUBMIT_THROTTLE'] is not set: API submissions are not throttled",
+                    "For example '100/minute'.",
+                )
+            )
+        from dtq.api.access import ReadThrottle
+
+        if ReadThrottle().get_rate() is None:
+            found.append(
+                (
+                    "W013",
+                    "DTQ['API_READ_THROTTLE'] is not set: API reads are not throttled",
+                    "For example '600/minute' (DRF scope dtq_read).",
+                )
+            )
+    return [Warning(m, hint=h, id=f"dtq.{n}") for n, m, h in found]
+
+
+@register(Tags.security, deploy=True)
+def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """Warn (check --deploy) about unlimited storage and load, and Redis that may evict."""
+    try:
+        dtq_settings.reload()
+        warnings = _unlimited_warnings()
+    except (ConfigurationError, TypeError, AttributeError):
+        return []  # check_settings reports the settings themselves
+    return warnings + _redis_checks()
+
+
 @register(Tags.database, deploy=False)
 def check_redis(app_configs: Any = None, databases: Any = None, **kwargs: Any) -> list[Any]:
     """Warn when Redis is unreachable, too old, or may evict queue data."""
     if databases is None:
         return []  # only with --database, like Django's own database checks
+    return _redis_checks()
+
+
+def _redis_checks() -> list[Warning]:
     from dtq.engine.connection import get_client
 
     try:

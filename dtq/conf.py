@@ -38,9 +38,9 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ENABLED": True,
     "DLQ_RETENTION": 30 * 86400,
     "EVENT_STREAM_MAXLEN": 10000,
-    "MAX_PAYLOAD_BYTES": 512 * 1024,
+    "MAX_PAYLOAD_BYTES": 64 * 1024,  # JSON arguments of one task (docs/sizing.md)
     "MAX_DELAY": 366 * 86400,
-    "MAX_QUEUE_DEPTH": 0,  # 0 = unlimited; counts queued, running and scheduled tasks
+    "MAX_QUEUE_DEPTH": 100_000,  # 0 = unlimited; counts queued, running and scheduled tasks
     "QUEUE_MAX_DEPTH": {},  # per-queue overrides of MAX_QUEUE_DEPTH
     "IDEMPOTENCY_TTL": 86400,
     # Processes
