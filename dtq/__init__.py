@@ -10,6 +10,7 @@ from dtq.engine.errors import (
     TaskAlreadyFinished,
     TaskCancelled,
     TaskNotFound,
+    UnknownQueue,
 )
 from dtq.engine.idempotency import idempotent_operation
 from dtq.engine.state import TaskState
@@ -30,6 +31,7 @@ __all__ = [
     "TaskNotFound",
     "TaskResult",
     "TaskState",
+    "UnknownQueue",
     "idempotent_operation",
     "task",
 ]

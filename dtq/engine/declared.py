@@ -25,7 +25,7 @@ def declared() -> frozenset[str]:
     configured = dtq_settings.QUEUES
     if configured is not None:
         return _frozen(tuple(configured))
-    return _derived(registry.version(), dtq_settings.DEFAULT_QUEUE) | _backend_queues()
+    return _derived(registry.version(), dtq_settings.DEFAULT_QUEUE, _backend_queues())
 
 
 @functools.lru_cache(maxsize=8)
@@ -34,9 +34,9 @@ def _frozen(names: tuple[str, ...]) -> frozenset[str]:
 
 
 @functools.lru_cache(maxsize=8)
-def _derived(version: int, default: str) -> frozenset[str]:
+def _derived(version: int, default: str, backends: tuple[str, ...]) -> frozenset[str]:
     # Keyed by the registry's version: submit checks the set on every call, cheaply.
-    names = {default}
+    names = {default, *backends}
     for task in registry.tasks():
         names.update(task_queues(task))
     return frozenset(names)
@@ -50,12 +50,12 @@ def task_queues(task: object) -> list[str]:
     return names + [q for q in getattr(task, "queues", None) or () if q not in names]
 
 
-def _backend_queues() -> frozenset[str]:
-    found: set[str] = set()
+def _backend_queues() -> tuple[str, ...]:
+    found: list[str] = []
     for config in (getattr(settings, "TASKS", None) or {}).values():
         if str(config.get("BACKEND", "")).startswith("dtq.backends."):
-            found.update(q for q in config.get("QUEUES") or () if isinstance(q, str))
-    return frozenset(found)
+            found += [q for q in config.get("QUEUES") or () if isinstance(q, str)]
+    return tuple(found)
 
 
 def describe(names: Iterable[str]) -> list[str]:
