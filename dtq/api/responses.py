@@ -105,7 +105,8 @@ def task_detail(record: dict[str, Any]) -> dict[str, Any]:
 
 PARTIAL_HELP = (
     "true when the read budget (DTQ['READ_BUDGET'] Redis commands per request) cut this page "
-    "short: queues left out (filter by queue) or records left unread (follow next_cursor)"
+    "short: queues were left out (filter by queue), or it holds fewer than `limit` items "
+    "although more may follow (follow next_cursor)"
 )
 
 

@@ -37,7 +37,9 @@ class TaskSearch(TypedDict):
 
     tasks: list[dict[str, Any]]
     next_cursor: str | None  # "<score>:<id>"; None when nothing is left
-    partial: bool  # the read budget cut this page short (queues left out, records unread)
+    # Queues were left out, or the page holds fewer than `limit` tasks although more may
+    # follow (the budget or the merge depth stopped it): follow next_cursor, or narrow it.
+    partial: bool
     scanned: int  # task records read for this page
     queues_read: int  # how many of the queues asked for were read (in the order given)
 
@@ -143,10 +145,10 @@ def search_tasks(
     if pos < len(items) and last is None:  # not even one record fitted: no page, no progress
         raise ReadBudgetExceeded(budget.limit, budget.spent + 1)
     more = pos < len(items) or horizon is not None
-    partial = len(read) < len(queues) or (pos < len(items) and len(found) < limit)
+    next_cursor = f"{last[0]}:{last[1]}" if more and last is not None else None
+    partial = len(read) < len(queues) or (len(found) < limit and next_cursor is not None)
     if partial:
         budget.partial = True
-    next_cursor = f"{last[0]}:{last[1]}" if more and last is not None else None
     return {
         "tasks": found,
         "next_cursor": next_cursor,
