@@ -239,3 +239,19 @@ def test_reads_are_throttled_per_user_in_the_dtq_read_scope(api, dtq_env):  # no
     assert viewer.get("/api/tasks/").status_code == 429  # one scope for every read
     assert other.get("/api/queues/").status_code == 200  # per user
     assert viewer.get("/api/health/").status_code == 200  # probes are never throttled
+
+
+def test_the_dashboard_pages_its_queues(api, dtq_env):  # noqa: F811
+    names = [f"page{n:02d}" for n in range(30)]
+    dtq_env.configure(QUEUES=["default", *names])
+    for queue in names:
+        submit_bulk(queue, 1)
+    staff = Client()
+    staff.force_login(api.user("view", is_staff=True))
+    url = reverse("admin:dtq_taskqueue_changelist")
+    first = staff.get(url).content.decode()
+    assert 'data-queue="page24"' in first and 'data-queue="page25"' not in first
+    assert "25 of 30 queues" in first and "?after=page24" in first
+    second = staff.get(url + "?after=page24").content.decode()
+    assert 'data-queue="page25"' in second and 'data-queue="page24"' not in second
+    assert "live/?after=page24" in second  # the live refresh keeps the page
