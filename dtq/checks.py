@@ -256,49 +256,46 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
 LARGE_PAYLOAD = 1024 * 1024  # above this per task, a few thousand tasks fill gigabytes
 
 
+def _reads_unthrottled() -> bool:
+    from dtq.api.access import ReadThrottle  # DRF is installed: the caller checked
+
+    return ReadThrottle().get_rate() is None
+
+
 def _unlimited_warnings() -> list[Warning]:
     """Return a warning per setting that leaves Redis' memory or load without a limit."""
     s = dtq_settings
-    found = []
-    unlimited = [q for q, n in (s.QUEUE_MAX_DEPTH or {}).items() if n == 0]
-    if s.MAX_QUEUE_DEPTH == 0 or unlimited:
-        where = f"queues {', '.join(sorted(unlimited))}" if unlimited else "every queue"
-        found.append(
-            (
-                "W010",
-                f"no depth limit for {where} (MAX_QUEUE_DEPTH / QUEUE_MAX_DEPTH 0)",
-                "A backlog can fill Redis, and a full Redis refuses the workers' writes "
-                "too. Set a limit (see docs/sizing.md).",
-            )
-        )
-    if _is_number(s.MAX_PAYLOAD_BYTES) and s.MAX_PAYLOAD_BYTES > LARGE_PAYLOAD:
-        found.append(
-            (
-                "W011",
-                f"DTQ['MAX_PAYLOAD_BYTES'] is {s.MAX_PAYLOAD_BYTES} (over 1 MiB)",
-                "Keep large data outside Redis and pass a reference in the arguments.",
-            )
-        )
-    if apps.is_installed("rest_framework"):
-        if s.API_SUBMIT_THROTTLE is None:
-            found.append(
-                (
-                    "W012",
-                    "DTQ['API_SUBMIT_THROTTLE'] is not set: API submissions are not throttled",
-                    "For example '100/minute'.",
-                )
-            )
-        from dtq.api.access import ReadThrottle
-
-        if ReadThrottle().get_rate() is None:
-            found.append(
-                (
-                    "W013",
-                    "DTQ['API_READ_THROTTLE'] is not set: API reads are not throttled",
-                    "For example '600/minute' (DRF scope dtq_read).",
-                )
-            )
-    return [Warning(m, hint=h, id=f"dtq.{n}") for n, m, h in found]
+    zero = sorted(q for q, n in (s.QUEUE_MAX_DEPTH or {}).items() if n == 0)
+    where = f"queues {', '.join(zero)}" if zero else "every queue"
+    api = apps.is_installed("rest_framework")
+    problems = [
+        (
+            s.MAX_QUEUE_DEPTH == 0 or bool(zero),
+            f"no depth limit for {where} (MAX_QUEUE_DEPTH / QUEUE_MAX_DEPTH 0)",
+            "A backlog can fill Redis, and a full Redis refuses the workers' writes too. "
+            "Set a limit (see docs/sizing.md).",
+            10,
+        ),
+        (
+            _is_number(s.MAX_PAYLOAD_BYTES) and s.MAX_PAYLOAD_BYTES > LARGE_PAYLOAD,
+            f"DTQ['MAX_PAYLOAD_BYTES'] is {s.MAX_PAYLOAD_BYTES} (over 1 MiB)",
+            "Keep large data outside Redis and pass a reference in the arguments.",
+            11,
+        ),
+        (
+            api and s.API_SUBMIT_THROTTLE is None,
+            "DTQ['API_SUBMIT_THROTTLE'] is not set: API submissions are not throttled",
+            "For example '100/minute'.",
+            12,
+        ),
+        (
+            api and _reads_unthrottled(),
+            "DTQ['API_READ_THROTTLE'] is not set: API reads are not throttled",
+            "For example '600/minute' (DRF scope dtq_read).",
+            13,
+        ),
+    ]
+    return [Warning(m, hint=h, id=f"dtq.W{n:03d}") for bad, m, h, n in problems if bad]
 
 
 @register(Tags.security, deploy=True)
