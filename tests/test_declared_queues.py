@@ -137,3 +137,15 @@ def test_the_reaper_forgets_empty_undeclared_queues_only(dtq_env):
     assert {"qa", "qb", "qc", "q1"} <= set(names)  # declared, paused, holding tasks
     assert not dtq_env.client.exists(dtq_env.keys.stats("other"))
     assert Reaper().forget_unused_queues() == 0
+
+
+def test_the_forget_sweep_takes_turns_over_many_queues(dtq_env, monkeypatch):
+    monkeypatch.setattr("dtq.engine.reaper.FORGET_BATCH", 2)
+    for queue in ("qa", "qb", "qc"):
+        tasks.record.using(queue_name=queue).enqueue()  # all three keep a task
+    dtq_env.client.sadd(dtq_env.keys.queues, "zz-empty")  # left over by an older version
+    dtq_env.configure(QUEUES=["default", "tests"])
+    reaper = Reaper()
+    assert reaper.forget_unused_queues() == 0  # qa, qb
+    assert reaper.forget_unused_queues() == 1  # qc, zz-empty
+    assert "zz-empty" not in records.queue_names()

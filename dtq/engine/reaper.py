@@ -31,6 +31,7 @@ class Reaper(Periodic):
         super().__init__(process_id)
         self.cursors: dict[str, str] = {}
         self.last_retention = 0.0
+        self.forget_after = ""  # the undeclared queue the last sweep stopped at
 
     def interval(self) -> float:
         return float(dtq_settings.REAPER_INTERVAL)
@@ -185,8 +186,13 @@ class Reaper(Periodic):
     def forget_unused_queues(self) -> int:
         """Forget undeclared queues that hold nothing any more (see forget_queue.lua)."""
         keep = declared()
+        candidates = [q for q in self._known_queues() if q not in keep]
+        # Take turns, so queues that stay non-empty cannot starve the ones after them.
+        later = [q for q in candidates if q > self.forget_after]
+        batch = (later + [q for q in candidates if q <= self.forget_after])[:FORGET_BATCH]
+        self.forget_after = batch[-1] if len(batch) < len(candidates) else ""
         forgotten = 0
-        for queue in [q for q in self._known_queues() if q not in keep][:FORGET_BATCH]:
+        for queue in batch:
             keys, argv = layout.build(self.keys, [queue])
             if self.scripts.forget_queue(keys=keys, args=argv):
                 forgotten += 1
