@@ -166,6 +166,10 @@ def test_no_read_request_costs_more_than_2000_commands(big, api, dtq_env):  # no
     print("\n".join(f"{n:6d}  {p}" for p, n in sorted(costs.items(), key=lambda x: -x[1])))
     assert costs[worst] <= COMMAND_LIMIT, (worst, costs[worst])
 
+    workers = viewer.get("/api/workers/")
+    assert len(workers.json()["results"]) == 200 and workers["X-DTQ-Partial"] == "true"
+    assert "X-DTQ-Partial" not in viewer.get(f"/api/tasks/{big['hot_task']}/")
+
     # A filter without an index reads what the budget pays for and says the page is partial.
     page = viewer.get(f"/api/tasks/?limit=1000&queue={HOT}&task=nope").json()
     assert page["results"] == []

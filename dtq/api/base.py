@@ -25,6 +25,8 @@ from dtq.engine.audit import Actor
 from dtq.engine.records import read_budget
 from dtq.models import PERM_VIEW
 
+PARTIAL_HEADER = "X-DTQ-Partial"
+
 
 class DtqView(APIView):
     """An API endpoint; `permissions` maps HTTP methods to the permission each needs."""
@@ -48,8 +50,11 @@ class DtqView(APIView):
 
     def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
         # One read budget per request: whatever its parameters, it costs Redis a bounded amount.
-        with read_budget():
-            return super().dispatch(request, *args, **kwargs)
+        with read_budget() as budget:
+            response = super().dispatch(request, *args, **kwargs)
+        if budget.partial:  # some read stopped short: say so on every endpoint alike
+            response[PARTIAL_HEADER] = "true"
+        return response
 
     def get_exception_handler(self) -> Callable[..., Response]:
         return errors.handle
