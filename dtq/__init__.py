@@ -10,6 +10,7 @@ from dtq.engine.errors import (
     TaskAlreadyFinished,
     TaskCancelled,
     TaskNotFound,
+    UnknownQueue,
     WritesRefused,
 )
 from dtq.engine.idempotency import idempotent_operation
@@ -31,6 +32,7 @@ __all__ = [
     "TaskNotFound",
     "TaskResult",
     "TaskState",
+    "UnknownQueue",
     "WritesRefused",
     "idempotent_operation",
     "task",

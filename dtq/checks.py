@@ -5,7 +5,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from django.core.checks import Error, Tags, Warning, register
+from django.apps import apps
+from django.core.checks import CheckMessage, Error, Tags, Warning, register
 from redis.exceptions import RedisError
 
 from dtq.conf import DEFAULTS, IDEMPOTENCY_SCOPES, dtq_settings
@@ -44,6 +45,7 @@ POSITIVE_NUMBERS = (
 EVICTING_POLICIES_OK = {"noeviction"}
 THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
 MIN_TOKEN_LENGTH = 16
+MIN_READ_BUDGET = 100  # one queue's overview and a short page of tasks
 
 
 def _error(msg: str, hint: str, n: int) -> Error:
@@ -151,8 +153,44 @@ def _limit_errors() -> list[Error]:
             "For example {'emails': 10000}.",
             14,
         ),
+        (
+            not isinstance(s.READ_BUDGET, int)
+            or isinstance(s.READ_BUDGET, bool)
+            or s.READ_BUDGET < MIN_READ_BUDGET,
+            f"DTQ['READ_BUDGET'] must be a whole number >= {MIN_READ_BUDGET}, "
+            f"got {s.READ_BUDGET!r}",
+            "It bounds the Redis commands of one read request; the default is 1000.",
+            15,
+        ),
     ]
     return errors + [_error(m, h, n) for bad, m, h, n in problems if bad]
+
+
+def _queue_errors() -> list[CheckMessage]:
+    """Check DTQ['QUEUES'] and that every registered task's queues are declared in it."""
+    s = dtq_settings
+    queues = s.QUEUES
+    if queues is None:
+        return []
+    if not isinstance(queues, (list, tuple)) or not all(_name_ok(q) for q in queues):
+        msg = f"DTQ['QUEUES'] must be None or a list of queue names, got {queues!r}"
+        return [_error(msg, "For example ['default', 'emails'].", 16)]
+    if s.DEFAULT_QUEUE not in queues:
+        msg = f"DTQ['QUEUES'] does not declare DTQ['DEFAULT_QUEUE'] ({s.DEFAULT_QUEUE!r})"
+        return [_error(msg, "Tasks that name no queue would be refused: add it.", 17)]
+    from dtq.engine import registry
+    from dtq.engine.declared import task_queues
+
+    return [
+        Warning(
+            f"task {task.name!r} names queue {queue!r}, which DTQ['QUEUES'] does not declare",
+            hint="Its submissions to that queue are refused: declare the queue or drop it.",
+            id="dtq.W005",
+        )
+        for task in registry.tasks()
+        for queue in task_queues(task)
+        if queue not in queues
+    ]
 
 
 def _timing_errors() -> list[Error]:
@@ -193,37 +231,95 @@ def _api_errors() -> list[Error]:
                 20,
             )
         )
-    rate = s.API_SUBMIT_THROTTLE
-    if rate is not None and not (isinstance(rate, str) and THROTTLE_RATE.match(rate)):
-        errors.append(
-            _error(
-                f"DTQ['API_SUBMIT_THROTTLE'] is not a rate: {rate!r}",
-                "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'.",
-                21,
+    for name, n in (("API_SUBMIT_THROTTLE", 21), ("API_READ_THROTTLE", 22)):
+        rate = getattr(s, name)
+        if rate is not None and not (isinstance(rate, str) and THROTTLE_RATE.match(rate)):
+            errors.append(
+                _error(
+                    f"DTQ['{name}'] is not a rate: {rate!r}",
+                    "Use None (no throttle) or '<number>/<second|minute|hour|day>', "
+                    "e.g. '100/minute'.",
+                    n,
+                )
             )
-        )
     scope = s.API_IDEMPOTENCY_SCOPE
     if scope not in IDEMPOTENCY_SCOPES:
         errors.append(
             _error(
                 f"DTQ['API_IDEMPOTENCY_SCOPE'] must be 'user' or 'queue', got {scope!r}",
                 "'user' (the default) keeps each API user's idempotency keys apart.",
-                22,
+                23,
             )
         )
     return errors
 
 
 @register(Tags.compatibility)
-def check_settings(app_configs: Any = None, **kwargs: Any) -> list[Error]:
+def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the DTQ settings dict."""
     try:
         dtq_settings.reload()
         dtq_settings.KEY_PREFIX  # noqa: B018  (forces the load, which validates the keys)
     except ConfigurationError as exc:
         return [_error(str(exc), "See docs/configuration.md for the accepted keys.", 1)]
-    errors = _setting_errors() + _limit_errors() + _api_errors()
-    return errors or _timing_errors()
+    errors: list[CheckMessage] = [*_setting_errors(), *_limit_errors(), *_api_errors()]
+    return [*errors, *_queue_errors()] if errors else [*_queue_errors(), *_timing_errors()]
+
+
+LARGE_PAYLOAD = 1024 * 1024  # above this per task, a few thousand tasks fill gigabytes
+
+
+def _reads_unthrottled() -> bool:
+    from dtq.api.access import ReadThrottle  # DRF is installed: the caller checked
+
+    return ReadThrottle().get_rate() is None
+
+
+def _unlimited_warnings() -> list[Warning]:
+    """Return a warning per setting that leaves Redis' memory or load without a limit."""
+    s = dtq_settings
+    zero = sorted(q for q, n in (s.QUEUE_MAX_DEPTH or {}).items() if n == 0)
+    where = f"queues {', '.join(zero)}" if zero else "every queue"
+    api = apps.is_installed("rest_framework")
+    problems = [
+        (
+            s.MAX_QUEUE_DEPTH == 0 or bool(zero),
+            f"no depth limit for {where} (MAX_QUEUE_DEPTH / QUEUE_MAX_DEPTH 0)",
+            "A backlog can fill Redis, and a full Redis refuses the workers' writes too. "
+            "Set a limit (see docs/sizing.md).",
+            10,
+        ),
+        (
+            _is_number(s.MAX_PAYLOAD_BYTES) and s.MAX_PAYLOAD_BYTES > LARGE_PAYLOAD,
+            f"DTQ['MAX_PAYLOAD_BYTES'] is {s.MAX_PAYLOAD_BYTES} (over 1 MiB)",
+            "Keep large data outside Redis and pass a reference in the arguments.",
+            11,
+        ),
+        (
+            api and s.API_SUBMIT_THROTTLE is None,
+            "DTQ['API_SUBMIT_THROTTLE'] is not set: API submissions are not throttled",
+            "For example '100/minute'.",
+            12,
+        ),
+        (
+            api and _reads_unthrottled(),
+            "DTQ['API_READ_THROTTLE'] is not set: API reads are not throttled",
+            "For example '600/minute' (DRF scope dtq_read).",
+            13,
+        ),
+    ]
+    return [Warning(m, hint=h, id=f"dtq.W{n:03d}") for bad, m, h, n in problems if bad]
+
+
+@register(Tags.security, deploy=True)
+def check_deploy(app_configs: Any = None, **kwargs: Any) -> list[Warning]:
+    """Warn (check --deploy) about unlimited storage and load, and Redis that may evict."""
+    try:
+        dtq_settings.reload()
+        warnings = _unlimited_warnings()
+    except (ConfigurationError, TypeError, AttributeError):
+        return []  # check_settings reports the settings themselves
+    return warnings + _redis_checks()
 
 
 @register(Tags.database, deploy=False)
@@ -231,6 +327,10 @@ def check_redis(app_configs: Any = None, databases: Any = None, **kwargs: Any) -
     """Warn when Redis is unreachable, too old, or may evict queue data."""
     if databases is None:
         return []  # only with --database, like Django's own database checks
+    return _redis_checks()
+
+
+def _redis_checks() -> list[Warning]:
     from dtq.engine.connection import get_client
 
     try:

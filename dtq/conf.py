@@ -27,6 +27,8 @@ DEFAULTS: dict[str, Any] = {
     "LEASE_TIMEOUT": None,  # seconds a worker's claim lasts without renewal; None = 5 heartbeats
     "TASK_MODULES": [],
     "DEFAULT_QUEUE": "default",
+    # The queues tasks may use; None = the default queue plus every queue a task names
+    "QUEUES": None,
     "DEFAULT_MAX_ATTEMPTS": 3,
     "RETRY_BASE": 1.0,
     "RETRY_CAP": 300.0,
@@ -38,9 +40,9 @@ DEFAULTS: dict[str, Any] = {
     "DLQ_ENABLED": True,
     "DLQ_RETENTION": 30 * 86400,
     "EVENT_STREAM_MAXLEN": 10000,
-    "MAX_PAYLOAD_BYTES": 512 * 1024,
+    "MAX_PAYLOAD_BYTES": 64 * 1024,  # JSON arguments of one task (docs/sizing.md)
     "MAX_DELAY": 366 * 86400,
-    "MAX_QUEUE_DEPTH": 0,  # 0 = unlimited; counts queued, running and scheduled tasks
+    "MAX_QUEUE_DEPTH": 100_000,  # 0 = unlimited; counts queued, running and scheduled tasks
     "QUEUE_MAX_DEPTH": {},  # per-queue overrides of MAX_QUEUE_DEPTH
     "IDEMPOTENCY_TTL": 86400,
     # Processes
@@ -63,6 +65,9 @@ DEFAULTS: dict[str, Any] = {
     "API_IDEMPOTENCY_SCOPE": "user",  # "user": each user's keys are their own; "queue": shared
     # Audit log
     "AUDIT_DATABASE": None,  # alias for audit rows; None = dtq's own connection to "default"
+    "API_READ_THROTTLE": None,  # DRF rate for GETs per user (scope dtq_read), e.g. "600/minute"
+    # Reads (admin, API, /metrics, dtq_status)
+    "READ_BUDGET": 1000,  # Redis commands one request's reads may send in total
 }
 
 

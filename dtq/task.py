@@ -12,7 +12,8 @@ from django.utils import timezone
 
 from dtq.conf import dtq_settings
 from dtq.engine import registry
-from dtq.engine.errors import InvalidTaskError, PermanentError
+from dtq.engine.declared import task_queues
+from dtq.engine.errors import InvalidTaskError, PermanentError, UnknownQueue
 from dtq.engine.keys import check_queue_name
 from dtq.engine.submit import Accepted, Submission, asubmit, submit
 from dtq.result import TaskResult
@@ -56,15 +57,26 @@ class Task:
     ttl: float | None = None
     run_after: datetime | timedelta | None = None
     idempotency_key: str | None = None
+    # Other queues this task accepts besides its own (None: any declared queue from code,
+    # only its own through the API), and the highest priority an API submitter may ask for.
+    queues: tuple[str, ...] | None = None
+    max_priority: int | None = None
 
     def __post_init__(self) -> None:
-        if self.queue_name is not None:
+        for queue in (self.queue_name, *(self.queues or ())):
             try:
-                check_queue_name(self.queue_name)
+                if queue is not None:
+                    check_queue_name(queue)
             except ValueError as exc:
                 raise InvalidTaskError(str(exc)) from None
-        if not isinstance(self.priority, int) or not -100 <= self.priority <= 100:
-            raise InvalidTaskError(f"priority must be an int in -100..100, got {self.priority!r}")
+        for name in ("priority", "max_priority"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or not -100 <= value <= 100):
+                raise InvalidTaskError(f"{name} must be an int in -100..100, got {value!r}")
+        if self.max_priority is not None and self.max_priority < self.priority:
+            raise InvalidTaskError(
+                f"max_priority ({self.max_priority}) is below priority ({self.priority})"
+            )
         if self.max_attempts is not None and self.max_attempts < 1:
             raise InvalidTaskError(f"max_attempts must be at least 1, got {self.max_attempts}")
         for name in ("timeout", "ttl", "retry_base", "retry_cap"):
@@ -88,12 +100,20 @@ class Task:
             raise TypeError(f"using() got unexpected option(s): {', '.join(sorted(unknown))}")
         return replace(self, **changes)
 
+    def accepted_queues(self) -> list[str]:
+        """Return the queues this task accepts: the one it was defined with, then `queues`."""
+        defined = registry.get(self.name)  # using() copies carry another queue_name
+        return task_queues(defined if isinstance(defined, Task) else self)
+
     def submission(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Submission:
         """Build the engine submission for one call with these arguments."""
         s = dtq_settings
+        queue = self.queue_name or s.DEFAULT_QUEUE
+        if self.queues is not None and queue not in (accepted := self.accepted_queues()):
+            raise UnknownQueue(queue, accepted, by=f"accepted by task {self.name!r}")
         return Submission(
             name=self.name,
-            queue=self.queue_name or s.DEFAULT_QUEUE,
+            queue=queue,
             args=args,
             kwargs=kwargs,
             priority=self.priority,
@@ -188,6 +208,8 @@ def task(
     retry_on: tuple[type[BaseException], ...] = (Exception,),
     timeout: float | None = None,
     ttl: float | None = None,
+    queues: list[str] | tuple[str, ...] | None = None,
+    max_priority: int | None = None,
 ) -> Any:
     """Register a function as a dtq task; usable bare (@task) or with options (@task(...))."""
 
@@ -205,6 +227,8 @@ def task(
             retry_on=tuple(retry_on),
             timeout=timeout,
             ttl=ttl,
+            queues=tuple(queues) if queues is not None else None,
+            max_priority=max_priority,
         )
         registry.register(task_obj)
         return task_obj

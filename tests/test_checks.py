@@ -38,6 +38,9 @@ def test_unknown_key_is_an_error(settings):
         ({"FINALIZE_FLUSH_MS": -1}, "dtq.E012"),
         ({"MAX_QUEUE_DEPTH": -1}, "dtq.E013"),
         ({"QUEUE_MAX_DEPTH": {"emails": "many"}}, "dtq.E014"),
+        ({"READ_BUDGET": 10}, "dtq.E015"),
+        ({"READ_BUDGET": "1000"}, "dtq.E015"),
+        ({"API_READ_THROTTLE": "lots"}, "dtq.E022"),
     ],
 )
 def test_bad_values_are_reported(settings, overrides, expected):

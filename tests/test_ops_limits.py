@@ -96,6 +96,7 @@ def test_limits_are_refused_before_any_write(dtq_env, changes, error, message):
 
 
 def test_limit_edges_are_accepted(dtq_env):
+    dtq_env.configure(QUEUES=["tests", "q" * 64])  # a declared 64-character name
     submit(Submission(name="n" * 200, queue="q" * 64, idempotency_key="k" * 200))
     submit(Submission(name="n", queue="tests", delay=366 * 86400))
 

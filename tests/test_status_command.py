@@ -72,7 +72,7 @@ def test_json_output_carries_the_read_side_data(dtq_env):
     wait_for(lambda: records.queue_overview("tests")["dlq"] == 1)
     wait_for(lambda: records.processes("reaper"))
     data = json.loads(status("--json"))
-    assert set(data) == {"queues", "workers", "processes"}
+    assert set(data) == {"queues", "queues_total", "next_queue", "workers", "processes"}
     [queue] = data["queues"]
     assert queue["name"] == "tests"
     assert queue["dlq"] == 1

@@ -73,6 +73,19 @@ class SubmitThrottle(UserRateThrottle):
         return dtq_settings.API_SUBMIT_THROTTLE
 
 
+class ReadThrottle(UserRateThrottle):
+    """Throttle reads per user (or client address) at DTQ['API_READ_THROTTLE'].
+
+    Its DRF scope is dtq_read: with the setting None, REST_FRAMEWORK's
+    DEFAULT_THROTTLE_RATES['dtq_read'] applies when given; else reads are not throttled.
+    """
+
+    scope = "dtq_read"
+
+    def get_rate(self) -> str | None:
+        return dtq_settings.API_READ_THROTTLE or self.THROTTLE_RATES.get(self.scope)
+
+
 def request_id(request: Request) -> str:
     """Return the request's id: a well-formed X-Request-ID header, else a new one."""
     current = getattr(request._request, "dtq_request_id", None)

@@ -22,7 +22,10 @@ from rest_framework.views import APIView
 from dtq.api import access, errors
 from dtq.api.parsers import JsonParser, check_content_length
 from dtq.engine.audit import Actor
+from dtq.engine.records import read_budget
 from dtq.models import PERM_VIEW
+
+PARTIAL_HEADER = "X-DTQ-Partial"
 
 
 class DtqView(APIView):
@@ -41,7 +44,17 @@ class DtqView(APIView):
 
     def get_throttles(self) -> list[BaseThrottle]:
         method = getattr(getattr(self, "request", None), "method", "")
+        if method in ("GET", "HEAD"):
+            return [access.ReadThrottle()]
         return [access.SubmitThrottle()] if method in self.throttled_methods else []
+
+    def dispatch(self, request: Any, *args: Any, **kwargs: Any) -> Any:
+        # One read budget per request: whatever its parameters, it costs Redis a bounded amount.
+        with read_budget() as budget:
+            response = super().dispatch(request, *args, **kwargs)
+        if budget.partial:  # some read stopped short: say so on every endpoint alike
+            response[PARTIAL_HEADER] = "true"
+        return response
 
     def get_exception_handler(self) -> Callable[..., Response]:
         return errors.handle

@@ -149,6 +149,8 @@ def from_engine(exc: engine.DtqError) -> ApiError:
             return Conflict(message, code="in_progress", headers={"Retry-After": "1"})
         case engine.AuditUnavailable():
             return Unavailable(message, code="audit_unavailable")
+        case engine.ReadBudgetExceeded():
+            return BadRequest(message, code="read_budget", details={"limit": exc.limit})
     return Conflict(message, code="refused")
 
 

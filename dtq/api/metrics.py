@@ -3,7 +3,9 @@
 Counters are the per-queue stats hashes the Lua scripts keep in Redis; they are totals since
 the queue's first task, so rates come from PromQL's rate(). Gauges are read at scrape time.
 Latency histograms (wait: enqueue to start; run: start to finish) are counted by the claim and
-finalize scripts into the same hashes.
+finalize scripts into the same hashes. One scrape reads as many queues as the read budget pays
+for, by name; with more queues, dtq_metrics_next_queue names where the next page starts
+(scrape again with ?after=<that name>), so no scrape costs Redis more than the budget.
 """
 
 from __future__ import annotations
@@ -17,7 +19,9 @@ from rest_framework.request import Request
 
 from dtq.api import access
 from dtq.api.base import DtqView, document
+from dtq.api.errors import BadRequest
 from dtq.engine import records
+from dtq.engine.keys import check_queue_name
 from dtq.models import PERM_VIEW
 
 CONTENT_TYPE = "text/plain; version=0.0.4; charset=utf-8"
@@ -90,19 +94,24 @@ def _histogram_lines(queues: list[records.QueueOverview]) -> list[str]:
     return lines
 
 
-def render() -> str:
-    """Return the exposition text for every known queue, the workers and processes."""
-    queues = records.overview()
-    workers = records.workers()
-    lines = _queue_lines(queues) + _histogram_lines(queues)
-    live = sum(1 for w in workers if w["alive"])
-    lines += _family("dtq_workers_live", "gauge", "Workers with a fresh heartbeat", [("", live)])
-    lines += _family("dtq_workers_registered", "gauge", "Workers registered", [("", len(workers))])
+def render(after: str | None = None) -> str:
+    """Return the exposition text for the queues after `after` (a page), workers, processes."""
+    registered, live = records.worker_counts()
     processes = [
         (f'{{role="{role}"}}', sum(1 for p in records.processes(role) if p["alive"]))
         for role in records.ROLES
     ]
+    page = records.overview_page(after=after)
+    queues = page["queues"]
+    lines = _queue_lines(queues) + _histogram_lines(queues)
+    lines += _family("dtq_workers_live", "gauge", "Workers with a fresh heartbeat", [("", live)])
+    lines += _family("dtq_workers_registered", "gauge", "Workers registered", [("", registered)])
     lines += _family("dtq_processes_live", "gauge", "Live scheduler/reaper processes", processes)
+    lines += _family("dtq_queues_known", "gauge", "Queues known", [("", page["total"])])
+    if page["next_cursor"]:
+        text = "Queues after this name are on the next page: scrape ?after=<queue>"
+        samples = [(f'{{after="{page["next_cursor"]}"}}', 1)]
+        lines += _family("dtq_metrics_next_queue", "gauge", text, samples)
     return "\n".join(lines) + "\n"
 
 
@@ -125,5 +134,11 @@ class MetricsView(DtqView):
 
     @document(exclude=True)
     def get(self, request: Request) -> HttpResponse:
-        """Return the metrics in Prometheus' text format."""
-        return HttpResponse(render(), content_type=CONTENT_TYPE)
+        """Return the metrics in Prometheus' text format (?after=<queue>: the next page)."""
+        after = request.query_params.get("after") or None
+        if after is not None:
+            try:
+                check_queue_name(after)
+            except ValueError as exc:
+                raise BadRequest(str(exc), code="invalid") from None
+        return HttpResponse(render(after), content_type=CONTENT_TYPE)

@@ -87,6 +87,12 @@ class TaskListQuery(PageQuery):
     created_before = serializers.DateTimeField(required=False)
 
 
+class QueueListQuery(PageQuery):
+    """Page of the queue list: cursor is the last queue name of the previous page."""
+
+    cursor = QueueNameField(required=False)
+
+
 class QueueDetailQuery(serializers.Serializer):
     """How much throughput history a queue's detail shows."""
 

@@ -103,9 +103,18 @@ def task_detail(record: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+PARTIAL_HELP = (
+    "true when the read budget (DTQ['READ_BUDGET'] Redis commands per request) cut this page "
+    "short: queues were left out (filter by queue), or it holds fewer than `limit` items "
+    "although more may follow (follow next_cursor)"
+)
+
+
 class TaskPage(serializers.Serializer):
     results = TaskSummary(many=True)
     next_cursor = serializers.CharField(allow_null=True)
+    partial = serializers.BooleanField(help_text=PARTIAL_HELP)
+    scanned = serializers.IntegerField(help_text="task records read for this page")
 
 
 class ActionResult(serializers.Serializer):
@@ -134,6 +143,10 @@ class QueueSummary(serializers.Serializer):
 
 class QueueList(serializers.Serializer):
     results = QueueSummary(many=True)
+    next_cursor = serializers.CharField(
+        allow_null=True, help_text="the last queue name of this page: pass it as cursor"
+    )
+    total = serializers.IntegerField(help_text="queues known in all")
 
 
 class ThroughputRow(serializers.Serializer):
@@ -192,6 +205,7 @@ class DlqPage(serializers.Serializer):
     results = DlqEntry(many=True)
     next_cursor = serializers.CharField(allow_null=True)
     total = serializers.IntegerField(help_text="entries in the listed DLQ(s)")
+    partial = serializers.BooleanField(help_text=PARTIAL_HELP)
 
 
 class DlqDetail(serializers.Serializer):

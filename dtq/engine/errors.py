@@ -125,3 +125,27 @@ class OperationInProgress(RetryableError):
 
 class AuditUnavailable(DtqError):
     """Raised when an action's audit row cannot be written, so the action does not start."""
+
+
+class ReadBudgetExceeded(DtqError):
+    """Raised when a read would send more Redis commands than DTQ['READ_BUDGET'] allows."""
+
+    def __init__(self, limit: int, needed: int) -> None:
+        super().__init__(
+            f"this read needs {needed} Redis commands, more than the read budget of {limit} "
+            "(DTQ['READ_BUDGET']); narrow it: a queue, a state, a smaller limit"
+        )
+        self.limit = limit
+        self.needed = needed
+
+
+class UnknownQueue(InvalidTaskError):
+    """Raised when a queue is not declared (DTQ['QUEUES']) or not accepted by its task."""
+
+    def __init__(
+        self, queue: str, allowed: list[str], by: str = "declared (DTQ['QUEUES'])"
+    ) -> None:
+        names = ", ".join(allowed) or "(none)"
+        super().__init__(f"queue {queue!r} is not {by}; allowed: {names}")
+        self.queue = queue
+        self.allowed = allowed

@@ -15,6 +15,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import cursors, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
+from dtq.engine.declared import check_declared
 from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
 from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
@@ -66,6 +67,11 @@ def _task_id(task_id: str) -> str:
             f"invalid task id {task_id[:40]!r}: a task id is 22 characters of 0-9 and a-z"
         )
     return task_id
+
+
+def _target(name: str) -> str:
+    """Return a queue an action may create entries in: a declared one (DTQ['QUEUES'])."""
+    return check_declared(_queue(name))
 
 
 def _reason(reason: str, required: bool = False) -> str:
@@ -134,7 +140,8 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     reason = _reason(reason)
     action = "pause" if paused else "resume"
     with audited(actor, action, queue=queue, reason=reason) as report:
-        _queue(queue)
+        if _queue(queue) not in records.queue_names():  # pausing must not create a queue
+            _target(queue)
         key_list, argv = layout.build(_keys(), [queue])
         changed = Scripts.of(get_client()).pause(
             keys=key_list, args=[*argv, "1" if paused else "0", reason]
@@ -175,7 +182,7 @@ def replay(
     params = {"to_queue": to_queue} if to_queue else {}
     with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
         if to_queue is not None:
-            _queue(to_queue)
+            _target(to_queue)
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
         status = replay_entries(entry["queue"], [entry], to_queue)[0]
@@ -212,7 +219,7 @@ def replay_many(
     with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
         _queue(queue)
         if to_queue is not None:
-            _queue(to_queue)
+            _target(to_queue)
 
         def act(entries: list[DlqEntry]) -> list[str]:
             return replay_entries(queue, entries, to_queue)

@@ -1,4 +1,4 @@
-"""The reaper: recover attempts of dead or stalled workers, and apply retention."""
+"""The reaper: recover attempts of dead or stalled workers, apply retention, forget queues."""
 
 from __future__ import annotations
 
@@ -9,12 +9,14 @@ from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
 from dtq.engine import dlq, failpoints, layout
+from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.periodic import Periodic
 from dtq.engine.state import TERMINAL_STATES
 
 RETENTION_EVERY = 60.0  # seconds between retention sweeps
+FORGET_BATCH = 100  # undeclared queues looked at per retention sweep
 # Every reaper claims into one consumer name, so the group does not collect a consumer per
 # reaper process; entries it leaves pending belong to live attempts and are acked by them.
 REAPER_CONSUMER = "dtq-reaper"
@@ -29,6 +31,7 @@ class Reaper(Periodic):
         super().__init__(process_id)
         self.cursors: dict[str, str] = {}
         self.last_retention = 0.0
+        self.forget_after = ""  # the undeclared queue the last sweep stopped at
 
     def interval(self) -> float:
         return float(dtq_settings.REAPER_INTERVAL)
@@ -188,3 +191,20 @@ class Reaper(Periodic):
         pipe.execute()
         for queue in queues:
             dlq.trim(queue, dlq_cutoff)  # a script: the DLQ index loses the same entries
+        self.forget_unused_queues()
+
+    def forget_unused_queues(self) -> int:
+        """Forget undeclared queues that hold nothing any more (see forget_queue.lua)."""
+        keep = declared()
+        candidates = [q for q in self._known_queues() if q not in keep]
+        # Take turns, so queues that stay non-empty cannot starve the ones after them.
+        later = [q for q in candidates if q > self.forget_after]
+        batch = (later + [q for q in candidates if q <= self.forget_after])[:FORGET_BATCH]
+        self.forget_after = batch[-1] if len(batch) < len(candidates) else ""
+        forgotten = 0
+        for queue in batch:
+            keys, argv = layout.build(self.keys, [queue])
+            if self.scripts.forget_queue(keys=keys, args=argv):
+                forgotten += 1
+                self.log.info("forgot unused queue queue=%s", queue)
+        return forgotten

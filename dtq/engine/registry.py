@@ -10,15 +10,18 @@ from dtq.engine.errors import InvalidTaskError
 
 _lock = threading.Lock()
 _tasks: dict[str, Any] = {}
+_version = 0  # bumped by every registration, so what is derived from the tasks can be cached
 
 
 def register(task: Any) -> None:
     """Add a task under its name; a different function under a taken name is an error."""
+    global _version
     with _lock:
         current = _tasks.get(task.name)
         if current is not None and _origin(current) != _origin(task):
             raise InvalidTaskError(f"task name {task.name!r} is already used by {_origin(current)}")
         _tasks[task.name] = task
+        _version += 1
 
 
 def _origin(task: Any) -> str:
@@ -34,6 +37,16 @@ def get(name: str) -> Any | None:
 def names() -> list[str]:
     """Return every registered task name, sorted."""
     return sorted(_tasks)
+
+
+def tasks() -> list[Any]:
+    """Return every registered task, by name."""
+    return [_tasks[name] for name in sorted(_tasks)]
+
+
+def version() -> int:
+    """Return a number that changes whenever a task is registered."""
+    return _version
 
 
 def autodiscover() -> None:

@@ -17,6 +17,7 @@ NAMES = (
     "renew",
     "cancel",
     "forget_consumer",
+    "forget_queue",
     "pause",
     "replay",
     "discard",

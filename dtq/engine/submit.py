@@ -13,6 +13,7 @@ from redis.exceptions import ResponseError
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout, refusals
 from dtq.engine.connection import get_client
+from dtq.engine.declared import check_declared
 from dtq.engine.direct import call_script
 from dtq.engine.errors import (
     IdempotencyConflict,
@@ -64,6 +65,7 @@ def validate(sub: Submission) -> None:
         check_queue_name(sub.queue)
     except ValueError as exc:
         raise InvalidTaskError(str(exc)) from None
+    check_declared(sub.queue)  # no submission creates a queue
     if not -100 <= sub.priority <= 100:
         raise InvalidTaskError(f"priority must be in -100..100, got {sub.priority}")
     if sub.max_attempts < 1:

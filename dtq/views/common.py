@@ -10,7 +10,7 @@ from typing import Any
 
 from django.contrib.admin import AdminSite
 from django.core.exceptions import PermissionDenied
-from django.http import HttpRequest, HttpResponse
+from django.http import HttpRequest, HttpResponse, HttpResponseBadRequest
 from django.template.response import TemplateResponse
 from django.urls import reverse
 from redis.exceptions import RedisError
@@ -19,6 +19,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import events, records
 from dtq.engine.audit import Actor, request_id_or_new
 from dtq.engine.connection import describe, is_outage
+from dtq.engine.errors import ReadBudgetExceeded
 from dtq.engine.keys import QUEUE_NAME
 from dtq.models import (
     PERM_CANCEL,
@@ -74,10 +75,14 @@ def require(action: str) -> Callable[[View], View]:
         def checked(request: HttpRequest, *args: Any, **kwargs: Any) -> HttpResponse:
             if not request.user.has_perm(perm):
                 raise PermissionDenied(f"needs the {perm} permission")
-            try:
-                return view(request, *args, **kwargs)
-            except RedisError as exc:
-                return redis_error_page(request, kwargs.get("site"), exc)
+            # One read budget per page view: whatever it shows, it costs Redis a bounded amount.
+            with records.read_budget():
+                try:
+                    return view(request, *args, **kwargs)
+                except ReadBudgetExceeded as exc:
+                    return HttpResponseBadRequest(str(exc), content_type="text/plain")
+                except RedisError as exc:
+                    return redis_error_page(request, kwargs.get("site"), exc)
 
         return checked
 

@@ -10,10 +10,11 @@ from django.template.response import TemplateResponse
 
 from dtq.engine import events, records
 from dtq.views import charts
-from dtq.views.common import can, dated_event, page_context, require
+from dtq.views.common import can, dated_event, page_context, queue_param, require
 
 CHART_MINUTES = 60
 RECENT_EVENTS = 20
+QUEUE_PAGE = 25  # queues per dashboard page (18 commands each)
 
 
 def role_health(role: str) -> dict[str, Any]:
@@ -30,12 +31,16 @@ def role_health(role: str) -> dict[str, Any]:
     }
 
 
-def live_context() -> dict[str, Any]:
+def live_context(after: str | None = None) -> dict[str, Any]:
     """Return what the refreshable part of the dashboard shows (a handful of round trips)."""
     rows = records.throughput(minutes=CHART_MINUTES)
-    queues = records.overview()
+    page = records.overview_page(after=after, limit=QUEUE_PAGE)
+    queues = page["queues"]
     return {
         "queues": queues,
+        "queues_total": page["total"],
+        "queues_after": after or "",
+        "next_queues": page["next_cursor"],
         "totals": {
             key: sum(q[key] for q in queues) for key in ("queued", "running", "scheduled", "dlq")
         },
@@ -47,16 +52,20 @@ def live_context() -> dict[str, Any]:
     }
 
 
+def _after(request: HttpRequest) -> str | None:
+    return queue_param(request.GET.get("after"))
+
+
 @require("view")
 def overview(request: HttpRequest, site: AdminSite) -> HttpResponse:
-    """Render the dashboard."""
+    """Render the dashboard (queues by name, one page of them: ?after=<queue>)."""
     context = page_context(
         request,
         site,
         "Task queue overview",
         tab="overview",
         recent=[dated_event(e) for e in reversed(events.recent(count=RECENT_EVENTS))],
-        **live_context(),
+        **live_context(_after(request)),
     )
     return TemplateResponse(request, "dtq/overview.html", context)
 
@@ -64,5 +73,5 @@ def overview(request: HttpRequest, site: AdminSite) -> HttpResponse:
 @require("view")
 def overview_live(request: HttpRequest, site: AdminSite) -> HttpResponse:
     """Render only the refreshable part of the dashboard (fetched by dtq/live.js)."""
-    context = {"can": can(request), **live_context()}
+    context = {"can": can(request), **live_context(_after(request))}
     return TemplateResponse(request, "dtq/_overview_live.html", context)

@@ -31,8 +31,6 @@ from dtq.views.common import (
 )
 
 PAGE = 50
-NAME_SCAN_PAGE = 200
-NAME_SCAN_LIMIT = 2000  # records read per page view at most when filtering by task name
 CANCEL_MESSAGES = {
     "cancelled": "Task cancelled.",
     "requested": "Cancel requested: the running task stops when its handler checks the flag.",
@@ -53,21 +51,11 @@ def _filters(request: HttpRequest, queues: list[str]) -> dict[str, Any]:
 
 
 def _page(queue: str, state: str | None, name: str | None, cursor: str | None) -> dict[str, Any]:
-    """Return one page of tasks; a name filter reads a bounded number of records."""
-    if name is None:
-        page = records.list_tasks(queue, state, limit=PAGE, cursor=cursor)
-        tasks = [dated(t) for t in page["tasks"]]
-        return {"tasks": tasks, "next_cursor": page["next_cursor"], "scanned": None}
-    found: list[dict[str, Any]] = []
-    scanned = 0
-    while scanned < NAME_SCAN_LIMIT:
-        page = records.list_tasks(queue, state, limit=NAME_SCAN_PAGE, cursor=cursor)
-        scanned += NAME_SCAN_PAGE
-        found += [t for t in page["tasks"] if t.get("name") == name]
-        cursor = page["next_cursor"]
-        if cursor is None or len(found) >= PAGE:
-            break
-    return {"tasks": [dated(t) for t in found], "next_cursor": cursor, "scanned": scanned}
+    """Return one page of tasks; a name filter reads what the read budget pays for at most."""
+    page = records.search_tasks([queue], state, PAGE, cursor, name=name)
+    tasks = [dated(t) for t in page["tasks"]]
+    scanned = page["scanned"] if name is not None else None
+    return {"tasks": tasks, "next_cursor": page["next_cursor"], "scanned": scanned}
 
 
 def _search(request: HttpRequest, query: str) -> HttpResponse:

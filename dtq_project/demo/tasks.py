@@ -43,7 +43,7 @@ def roll_dice() -> int:
     return random.randint(1, 6)
 
 
-@dtq.task(queue_name="demo")
+@dtq.task(queue_name="demo", queues=["reports"])  # the demo also runs it on "reports"
 def nap(seconds: float) -> float:
     """Sleep a little, so the admin dashboard has running tasks to show."""
     time.sleep(seconds)

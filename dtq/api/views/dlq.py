@@ -31,7 +31,9 @@ class DlqCollection(DtqView):
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_cursor") from None
         result = {"results": page["entries"], "next_cursor": page["next_cursor"]}
-        return render(responses.DlqPage, result | {"total": page["total"]})
+        return render(
+            responses.DlqPage, result | {"total": page["total"], "partial": page["partial"]}
+        )
 
 
 class DlqDetailView(DtqView):

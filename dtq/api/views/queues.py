@@ -37,11 +37,19 @@ class QueueCollection(DtqView):
 
     @document(
         operation_id="queues_list",
-        responses={200: responses.QueueList, **error_responses(401, 403, 503)},
+        parameters=[requests.QueueListQuery],
+        responses={200: responses.QueueList, **error_responses(400, 401, 403, 503)},
     )
     def get(self, request: Request) -> Response:
-        """List every queue with its depths, state counts, DLQ size and counters."""
-        return render(responses.QueueList, {"results": records.overview()})
+        """List queues by name with their depths, state counts, DLQ size and counters.
+
+        A page holds at most `limit` queues and no more than the read budget pays for.
+        """
+        query = valid(requests.QueueListQuery, request.query_params)
+        cursor = query.validated_data.get("cursor")
+        page = records.overview_page(after=cursor, limit=query.limit_or_default())
+        data = {"results": page["queues"], "next_cursor": page["next_cursor"]}
+        return render(responses.QueueList, data | {"total": page["total"]})
 
 
 class QueueDetailView(DtqView):

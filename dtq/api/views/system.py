@@ -71,6 +71,9 @@ class HealthView(DtqView):
     def get_authenticators(self) -> list[Any]:
         return []  # no session or database work for a liveness probe
 
+    def get_throttles(self) -> list[Any]:
+        return []  # a probe is never throttled
+
     @document(operation_id="health", auth=[], responses={200: responses.Health})
     def get(self, request: Request) -> Response:
         """Answer 200 while the process serves requests (no authentication, no Redis)."""

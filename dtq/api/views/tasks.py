@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 from drf_spectacular.utils import OpenApiParameter, OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
@@ -12,6 +14,7 @@ from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
 from dtq.engine import ops, records, registry
+from dtq.engine.declared import task_queues
 from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
 from dtq.engine.submit import IDEMPOTENCY_KEY, submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
@@ -37,6 +40,23 @@ def _idempotency_key(request: Request) -> str | None:
             details={"fields": {"Idempotency-Key": [message]}},
         )
     return key
+
+
+def _check_routing(task: Any, overrides: dict[str, Any]) -> None:
+    """Refuse (400) a queue or priority the task does not accept from API submitters."""
+    fields: dict[str, list[str]] = {}
+    queue = overrides.get("queue_name")
+    allowed = task_queues(task)
+    if queue is not None and queue not in allowed:
+        fields["queue_name"] = [f"task {task.name!r} accepts only: {', '.join(allowed)}"]
+    own = int(getattr(task, "priority", 0) or 0)
+    highest = getattr(task, "max_priority", None)
+    highest = own if highest is None else int(highest)
+    if overrides.get("priority", own) > highest:
+        fields["priority"] = [f"task {task.name!r} accepts a priority of at most {highest}"]
+    if fields:
+        message = "; ".join(m for ms in fields.values() for m in ms)
+        raise BadRequest(message, code="invalid", details={"fields": fields})
 
 
 class TaskCollection(DtqView):
@@ -65,6 +85,7 @@ class TaskCollection(DtqView):
             raise BadRequest(f"no task named {data['task']!r} is registered", code="invalid")
         stored = idempotency.stored_key(request.user, key) if key else None
         overrides = form.overrides() | ({"idempotency_key": stored} if stored else {})
+        _check_routing(task, overrides)
         sub = task.using(**overrides).submission(tuple(data["args"]), data["kwargs"])
         try:
             accepted = submit(sub)
@@ -109,7 +130,7 @@ class TaskCollection(DtqView):
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_cursor") from None
         result = {"results": page["tasks"], "next_cursor": page["next_cursor"]}
-        return render(responses.TaskPage, result)
+        return render(responses.TaskPage, result | {k: page[k] for k in ("partial", "scanned")})
 
 
 class TaskDetailView(DtqView):

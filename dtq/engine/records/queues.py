@@ -8,11 +8,11 @@ from typing import Any, TypedDict
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
-from dtq.engine.records.tasks import _json_or_raw, decode_record, keys_for
+from dtq.engine.records.budget import current, execute
+from dtq.engine.records.tasks import _json_or_raw
 from dtq.engine.state import TaskState
 
 # ----- queues ----------------------------------------------------------------------------
@@ -40,7 +40,7 @@ THROUGHPUT_COUNTERS = tuple(c for c in COUNTERS if c != "active")
 SCHEDULED_STATES = (TaskState.PENDING, TaskState.RETRYING)
 ROLES = ("scheduler", "reaper")
 THROUGHPUT_MINUTES = 120  # the per-minute buckets expire after two hours (lib.lua)
-MAX_PAGE = 1000
+MAX_PAGE = 1000  # the largest page of any list
 
 
 class QueueOverview(TypedDict):
@@ -113,7 +113,8 @@ def _pending_count(reply: Any) -> int:
 
 
 def queue_names() -> list[str]:
-    """Return every queue that has ever had a task, sorted."""
+    """Return every queue that has had a task and was not forgotten since, sorted."""
+    current().charge(1)
     return sorted(str(name) for name in get_client().smembers(_keys().queues))
 
 
@@ -168,32 +169,63 @@ def queue_overview(queue: str) -> QueueOverview:
     pipe.time()
     pipe.sismember(keys.paused, queue)
     _queue_commands(pipe, keys, queue)
-    now, paused, *replies = pipe.execute(raise_on_error=False)
+    now, paused, *replies = execute(pipe, raise_on_error=False)
     _raise_errors([now, paused])
     return _parse_queue(queue, replies, bool(paused), _now_ms(now))
 
 
-def overview(queues: list[str] | None = None) -> list[QueueOverview]:
-    """Return queue_overview() of every known queue (or of `queues`) in two round trips."""
+class QueuePage(TypedDict):
+    """Queues in name order after a cursor; pass next_cursor as `after` for the next ones."""
+
+    queues: list[QueueOverview]
+    next_cursor: str | None
+    total: int  # queues known in all
+
+
+def overview_page(
+    queues: list[str] | None = None, after: str | None = None, limit: int | None = None
+) -> QueuePage:
+    """Return queue_overview() of the known queues (or of `queues`) after `after`, by name.
+
+    At most `limit` queues, and no more than the read budget pays for (QUEUE_REPLIES commands
+    each): two round trips whatever the number of queues.
+    """
+    budget = current()
     keys = _keys()
     client = get_client()
     pipe = client.pipeline(transaction=False)
     pipe.time()
     pipe.smembers(keys.queues)
     pipe.smembers(keys.paused)
-    now, known, paused = pipe.execute()
-    names = sorted(known) if queues is None else [check_queue_name(q) for q in queues]
-    if not names:
-        return []
+    now, known, paused = execute(pipe, budget)
+    names = sorted(known) if queues is None else sorted({check_queue_name(q) for q in queues})
+    rest = [n for n in names if after is None or n > after]
+    fits = budget.left // QUEUE_REPLIES
+    size = min(len(rest), fits if limit is None else min(limit, fits))
+    chosen = rest[:size]
+    if size < len(rest) and (limit is None or size < limit):
+        budget.partial = True
+    next_cursor = chosen[-1] if chosen and size < len(rest) else None
+    if not chosen:
+        return {"queues": [], "next_cursor": next_cursor, "total": len(names)}
     pipe = client.pipeline(transaction=False)
-    for queue in names:
+    for queue in chosen:
         _queue_commands(pipe, keys, queue)
-    replies = pipe.execute(raise_on_error=False)
+    replies = execute(pipe, budget, raise_on_error=False)
     n = QUEUE_REPLIES
-    return [
+    rows = [
         _parse_queue(queue, replies[i * n : (i + 1) * n], queue in paused, _now_ms(now))
-        for i, queue in enumerate(names)
+        for i, queue in enumerate(chosen)
     ]
+    return {"queues": rows, "next_cursor": next_cursor, "total": len(names)}
+
+
+def overview(queues: list[str] | None = None) -> list[QueueOverview]:
+    """Return queue_overview() of every known queue (or of `queues`), in name order.
+
+    Only as many as the read budget pays for: see overview_page() to page through the rest.
+    """
+    return overview_page(queues)["queues"]
 
 
 # ----- workers and processes -------------------------------------------------------------
@@ -245,20 +277,28 @@ def _worker(worker_id: str, score: float, raw: dict[str, str], now: float) -> Wo
     }
 
 
-def workers() -> list[WorkerInfo]:
-    """Return every registered worker (dead ones stay listed until the reaper forgets them)."""
+MAX_WORKERS = 200  # workers listed with their details at most (one HGETALL each)
+MAX_PROCESSES = 50  # scheduler or reaper processes listed at most, per role
+
+
+def workers(limit: int = MAX_WORKERS) -> list[WorkerInfo]:
+    """Return registered workers, freshest heartbeat first (dead ones stay until forgotten)."""
+    budget = current()
     keys = _keys()
     client = get_client()
     pipe = client.pipeline(transaction=False)
     pipe.time()
-    pipe.zrange(keys.workers, 0, -1, withscores=True)
-    now, members = pipe.execute()
+    pipe.zrevrange(keys.workers, 0, max(limit, 1) - 1, withscores=True)
+    pipe.zcard(keys.workers)
+    now, members, total = execute(pipe, budget)
+    if int(total) > len(members):
+        budget.partial = True
     if not members:
         return []
     pipe = client.pipeline(transaction=False)
     for worker_id, _ in members:
         pipe.hgetall(keys.worker(worker_id))
-    infos = pipe.execute()
+    infos = execute(pipe, budget)
     now_s = _now_ms(now) / 1000
     return [
         _worker(worker_id, score, raw, now_s)
@@ -266,16 +306,33 @@ def workers() -> list[WorkerInfo]:
     ]
 
 
-def processes(role: str) -> list[ProcessInfo]:
-    """Return the scheduler or reaper processes seen in the last hour, alive or not."""
-    if role not in ROLES:
-        raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+def worker_counts() -> tuple[int, int]:
+    """Return (registered, alive) worker counts in one round trip (alive: fresh heartbeat)."""
     keys = _keys()
     client = get_client()
     pipe = client.pipeline(transaction=False)
     pipe.time()
-    pipe.zrange(keys.processes(role), 0, -1, withscores=True)
-    now, members = pipe.execute()
+    pipe.zcard(keys.workers)
+    now, total = execute(pipe)
+    # The zset's scores are the heartbeats: alive means newer than two lease timeouts.
+    cutoff = _now_ms(now) / 1000 - 2 * dtq_settings.lease_timeout
+    pipe = client.pipeline(transaction=False)
+    pipe.zcount(keys.workers, f"({cutoff}", "+inf")
+    (alive,) = execute(pipe)
+    return int(total), int(alive)
+
+
+def processes(role: str, limit: int = MAX_PROCESSES) -> list[ProcessInfo]:
+    """Return the scheduler or reaper processes seen in the last hour, freshest first."""
+    if role not in ROLES:
+        raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
+    budget = current()
+    keys = _keys()
+    client = get_client()
+    pipe = client.pipeline(transaction=False)
+    pipe.time()
+    pipe.zrevrange(keys.processes(role), 0, max(limit, 1) - 1, withscores=True)
+    now, members = execute(pipe, budget)
     if not members:
         return []
     pipe = client.pipeline(transaction=False)
@@ -290,7 +347,7 @@ def processes(role: str) -> list[ProcessInfo]:
             "heartbeat_age": max(now_s - score, 0.0),
             "alive": bool(exists),
         }
-        for (process_id, score), exists in zip(members, pipe.execute(), strict=True)
+        for (process_id, score), exists in zip(members, execute(pipe, budget), strict=True)
     ]
 
 
@@ -304,53 +361,21 @@ class TaskPage(TypedDict):
     next_cursor: str | None
 
 
-def _parse_cursor(cursor: str) -> tuple[int, str]:
-    return cursors.task_cursor(cursor)
-
-
-def _page_candidates(
-    index_keys: list[str], limit: int, cursor: str | None
-) -> list[tuple[int, str]]:
-    """Return up to limit + 1 (score, id) pairs after the cursor, newest first."""
-    pipe = get_client().pipeline(transaction=False)
-    after: tuple[int, str] | None = _parse_cursor(cursor) if cursor else None
-    for index in index_keys:
-        if after is None:
-            pipe.zrevrangebyscore(index, "+inf", "-inf", start=0, num=limit + 1, withscores=True)
-        else:
-            # Several tasks can enter a state in the same millisecond (one script, one NOW):
-            # take every tie at the cursor's score, then the page strictly below it.
-            pipe.zrevrangebyscore(index, after[0], after[0], withscores=True)
-            pipe.zrevrangebyscore(
-                index, f"({after[0]}", "-inf", start=0, num=limit + 1, withscores=True
-            )
-    found = {(int(score), task_id) for reply in pipe.execute() for task_id, score in reply}
-    if after is not None:
-        found = {item for item in found if item < after}
-    return sorted(found, reverse=True)[: limit + 1]
-
-
 def list_tasks(
     queue: str, state: str | None = None, limit: int = 50, cursor: str | None = None
 ) -> TaskPage:
     """Return a queue's tasks, newest first by the time they entered their current state.
 
     With no state, every state's index is merged. Records that expired since they were
-    indexed are left out, so a page can be shorter than `limit` and still have a next page.
+    indexed are left out, and a page holds no more records than the read budget pays for,
+    so a page can be shorter than `limit` and still have a next page.
     """
+    # Imported here: records.search imports records.dlq, which imports this module.
+    from dtq.engine.records.search import search_tasks
+
     check_queue_name(queue)
-    if not 1 <= limit <= MAX_PAGE:
-        raise ValueError(f"limit must be in 1..{MAX_PAGE}, got {limit}")
-    states = [TaskState(state)] if state else list(STATE_ORDER)
-    keys = _keys()
-    candidates = _page_candidates([keys.index(queue, s) for s in states], limit, cursor)
-    page = candidates[:limit]
-    pipe = get_client().pipeline(transaction=False)
-    for _, task_id in page:
-        pipe.hgetall(keys_for(task_id).task(task_id))
-    tasks = [decode_record(raw) for raw in pipe.execute() if raw]
-    more = len(candidates) > limit
-    return {"tasks": tasks, "next_cursor": f"{page[-1][0]}:{page[-1][1]}" if more else None}
+    page = search_tasks([queue], state, limit, cursor)
+    return {"tasks": page["tasks"], "next_cursor": page["next_cursor"]}
 
 
 def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, int]]:
@@ -367,7 +392,7 @@ def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, in
     for minute in span:
         pipe.hgetall(keys.throughput(minute))
     rows = []
-    for minute, bucket in zip(span, pipe.execute(), strict=True):
+    for minute, bucket in zip(span, execute(pipe), strict=True):
         row = {"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0)
         for name, value in bucket.items():
             owner, _, counter = name.rpartition(":")  # queue names never contain ':'

@@ -8,6 +8,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import codec, ids
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
+from dtq.engine.records.budget import execute
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
 MS_FIELDS = (
@@ -62,7 +63,7 @@ def get_task(task_id: str) -> dict[str, Any] | None:
     pipe = get_client().pipeline(transaction=False)
     pipe.hgetall(keys.task(task_id))
     pipe.get(keys.result(task_id))
-    raw, result = pipe.execute()
+    raw, result = execute(pipe)
     if not raw:
         return None
     record = decode_record(raw)

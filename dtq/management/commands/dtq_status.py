@@ -11,6 +11,7 @@ from redis.exceptions import RedisError
 
 from dtq.engine import records
 from dtq.engine.connection import describe, mask_url, redis_url
+from dtq.engine.errors import ReadBudgetExceeded
 from dtq.management.commands._common import queue_name
 
 SHOWN_COUNTERS = (
@@ -39,11 +40,19 @@ class Command(BaseCommand):
             dest="queues",
             help="only this queue (repeatable; default: every known queue)",
         )
+        parser.add_argument(
+            "--after",
+            type=queue_name,
+            help="start after this queue name (the next page of a long queue list)",
+        )
         parser.add_argument("--json", action="store_true", help="print one JSON document")
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            status = collect(options["queues"])
+            with records.read_budget():
+                status = collect(options["queues"], options["after"])
+        except ReadBudgetExceeded as exc:
+            raise CommandError(str(exc)) from None
         except RedisError as exc:
             url = mask_url(redis_url())
             raise CommandError(f"cannot read dtq's state from {url}: {describe(exc)}") from None
@@ -53,20 +62,29 @@ class Command(BaseCommand):
             self.stdout.write(render(status))
 
 
-def collect(queues: list[str] | None = None) -> dict[str, Any]:
-    """Return everything dtq_status shows, as JSON-ready data."""
+def collect(queues: list[str] | None = None, after: str | None = None) -> dict[str, Any]:
+    """Return everything dtq_status shows, as JSON-ready data (queues: one budgeted page)."""
+    workers = records.workers()
+    processes = {role: records.processes(role) for role in records.ROLES}
+    page = records.overview_page(queues, after=after)
     return {
-        "queues": records.overview(queues),
-        "workers": records.workers(),
-        "processes": {role: records.processes(role) for role in records.ROLES},
+        "queues": page["queues"],
+        "queues_total": page["total"],
+        "next_queue": page["next_cursor"],
+        "workers": workers,
+        "processes": processes,
     }
 
 
 def render(status: dict[str, Any]) -> str:
     """Return the status as readable tables."""
+    more = ""
+    if status.get("next_queue"):
+        shown, total = len(status["queues"]), status["queues_total"]
+        more = f"  ({shown} of {total} queues shown; next page: --after {status['next_queue']})\n"
     parts = [
         "Queues",
-        _queue_table(status["queues"]),
+        _queue_table(status["queues"]) + more,
         "Counters (since the queue was first used)",
         _counter_table(status["queues"]),
         "Workers",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -11,6 +12,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandParser
 
 from dtq.conf import dtq_settings
+from dtq.engine.declared import declared
 from dtq.engine.reaper import Reaper
 from dtq.engine.scheduler import Scheduler
 from dtq.engine.worker import Worker
@@ -21,6 +23,8 @@ from dtq.management.commands._common import (
     setup_logging,
     warn_about_redis,
 )
+
+log = logging.getLogger("dtq.worker")
 
 
 class Command(BaseCommand):
@@ -73,6 +77,9 @@ class Command(BaseCommand):
     def handle(self, *args: Any, **options: Any) -> None:
         setup_logging(options["verbosity"])
         warn_about_redis()
+        undeclared = sorted(set(options["queues"] or []) - declared())
+        if undeclared:  # it may drain an old queue, but nothing new can arrive there
+            log.warning("serving queues that are not declared queues=%s", ",".join(undeclared))
         if options["processes"] > 1:
             sys.exit(self._supervise(options))
         helpers: list[Scheduler | Reaper] = []
