@@ -19,7 +19,7 @@ from tests.ops_support import ACTOR, dead_letter_by_hand
 from tests.test_api_support import PERMANENT, api, assert_error, post  # noqa: F401
 from tests.testapp import tasks
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)
 
 
 @dtq.task(name="tests.declared.picky", queue_name="tests", queues=["picky-b"])
