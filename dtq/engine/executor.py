@@ -179,7 +179,7 @@ def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
     """Call a registry entry's hook; a failing hook is logged and never fails the attempt."""
     try:
         return method(att, *args)
-    except Exception:
+    except BaseException:  # a receiver's sys.exit() must not end the worker either
         log.exception("task_id=%s: %s hook failed", att.id, getattr(method, "__name__", "?"))
         return default
 
@@ -197,16 +197,24 @@ async def _execute(
     except TimeoutError:
         timeout = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
         return failure(att, worker_id, timeout, retryable=True)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         if att.cancel.is_set():
             return failure(att, worker_id, TaskCancelled("cancelled on request"), False)
-        raise  # worker shutdown: leave the attempt unfinalized for the reaper
-    except Exception as exc:
+        if _being_cancelled():
+            raise  # worker shutdown: leave the attempt unfinalized for the reaper
+        return classify(att, worker_id, task, exc)  # the handler raised it itself
+    except BaseException as exc:  # SystemExit & co. end this attempt, never the worker
         return classify(att, worker_id, task, exc)
     return success(att, worker_id, value)
 
 
-def classify(att: Attempt, worker_id: str, task: Any, exc: Exception) -> Outcome:
+def _being_cancelled() -> bool:
+    """Return True when someone called cancel() on the running asyncio task."""
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
+
+
+def classify(att: Attempt, worker_id: str, task: Any, exc: BaseException) -> Outcome:
     """Turn an exception a handler raised into a retry, a failure or a cancel."""
     if isinstance(exc, (PermanentError, TaskCancelled)):
         return failure(att, worker_id, exc, retryable=False)
@@ -234,6 +242,6 @@ def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
         return failure(att, worker_id, exc, retryable=False)
     try:
         value = _run_sync(task.func, args, kwargs)
-    except Exception as exc:
+    except BaseException as exc:  # on a pool thread, every BaseException is the handler's
         return classify(att, worker_id, task, exc)
     return success(att, worker_id, value)

@@ -4,6 +4,7 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
 
@@ -205,3 +206,48 @@ def stamp(sent: float) -> None:
     if path:
         with Path(path).open("a") as fh:
             fh.write(f"{time.time() - sent}\n")
+
+
+# ----- BaseException from handlers (tests/test_handler_exits.py) --------------------------
+
+
+class Halt(BaseException):
+    """A BaseException subclass of a task's own (not an Exception)."""
+
+
+def base_exception(kind: str) -> BaseException:
+    """Return the BaseException a handler raises for `kind`."""
+    made: dict[str, BaseException] = {
+        "exit": SystemExit(3),
+        "interrupt": KeyboardInterrupt("interrupted"),
+        "generator_exit": GeneratorExit("generator closed"),
+        "halt": Halt("halted"),
+        "cancelled": asyncio.CancelledError("cancelled by the handler"),
+    }
+    return made[kind]
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2)
+def bail(context: dtq.TaskContext, kind: str) -> None:
+    """Witness, then raise a BaseException (sys.exit() for kind 'exit')."""
+    witness("bail", context, kind=kind)
+    if kind == "exit":
+        sys.exit(3)
+    raise base_exception(kind)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2)
+async def async_bail(context: dtq.TaskContext, kind: str) -> None:
+    """Witness, then raise a BaseException from a coroutine."""
+    await asyncio.sleep(0)
+    witness("async_bail", context, kind=kind)
+    raise base_exception(kind)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2, retry_on=(Exception, Halt))
+def halts(context: dtq.TaskContext) -> int:
+    """Raise Halt on attempt 1 (listed in retry_on, so it is retried), then succeed."""
+    witness("halts", context)
+    if context.attempt == 1:
+        raise Halt("first attempt halts")
+    return context.attempt
