@@ -17,10 +17,17 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, layout
+from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
-from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
+from dtq.engine.executor import (
+    Attempt,
+    Outcome,
+    execute,
+    is_plain_sync,
+    run_sync_attempt,
+    start_by,
+)
 from dtq.engine.keys import BANDS, Keys
 from dtq.engine.liveness import LivenessMixin
 from dtq.engine.reading import ReadingMixin
@@ -218,13 +225,16 @@ class Worker(LivenessMixin, ReadingMixin):
             refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1], idem or ""))
             args += [qi, band, eid]
         keys, argv = layout.build(self.keys, self.queues, refs)
-        lease_ms = int(dtq_settings.lease_timeout * 1000)
+        lease = dtq_settings.lease_timeout
+        sent = clock.now()  # before the call: Redis starts the lease later than this
         reply = await self._fetcher.script(
-            self._scripts.claim, keys, [*argv, self.worker_id, lease_ms, *args]
+            self._scripts.claim, keys, [*argv, self.worker_id, int(lease * 1000), *args]
         )
         attempts = [
             Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
         ]
+        for att in attempts:
+            att.lease_until = start_by(sent, lease)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
@@ -300,7 +310,14 @@ class Worker(LivenessMixin, ReadingMixin):
         att.done = True
         self.running -= 1
         self._poke()
-        if failpoints.ACTIVE:
+        if outcome.kind == "skip":
+            log.warning(
+                "task_id=%s attempt=%s: handler not started (%s); the attempt is dropped",
+                att.id,
+                att.attempt,
+                outcome.data,
+            )
+        elif failpoints.ACTIVE:
             failpoints.hit("worker.after_handler")
         self.outbox.append((att, outcome))
         if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
@@ -354,16 +371,31 @@ class Worker(LivenessMixin, ReadingMixin):
     async def _flush(self) -> None:
         while self.outbox:
             batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
-            await self._finalize(batch)
+            ran = [pair for pair in batch if pair[1].kind != "skip"]
+            if len(ran) < len(batch):
+                await self._skip([pair for pair in batch if pair[1].kind == "skip"])
+            if ran:
+                await self._finalize(ran)
             del self.outbox[: len(batch)]
             for att, _ in batch:
                 self.held.pop(att.entry, None)
-            self.processed += len(batch)
+            self.processed += len(ran)
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_finalize")
             if self.max_tasks and self.processed >= self.max_tasks:
                 self.stop()
             self._poke()
+
+    async def _skip(self, batch: list[tuple[Attempt, Outcome]]) -> None:
+        """Record attempts dropped unrun and give back those still ours (skip.lua)."""
+        queues: list[str] = []
+        refs, args = [], []
+        for att, out in batch:
+            qi = layout.queue_index(queues, att.queue)
+            refs.append(layout.TaskRef(att.id, att.queue, att.idem))
+            args += [qi, att.band, att.entry, att.attempt, out.data, out.history]
+        keys, argv = layout.build(self.keys, queues, refs)
+        await self._flusher.script(self._scripts.skip, keys, [*argv, self.worker_id, *args])
 
     async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         queues: list[str] = []

@@ -24,6 +24,7 @@ SHOWN_COUNTERS = (
     "reclaimed",
     "absorbed",
     "stale",
+    "start_skipped",
 )
 
 
