@@ -140,9 +140,7 @@ WITNESS = {"sync": "record", "async": "async_record", "hooks": "dj_add"}
 
 @pytest.mark.slow
 @pytest.mark.parametrize("kind", ["sync", "async", "hooks"])
-def test_a_worker_frozen_before_the_handler_gives_the_attempt_back(
-    dtq_env: Env, kind: str
-) -> None:
+def test_a_worker_frozen_before_the_handler_gives_the_attempt_back(dtq_env: Env, kind: str) -> None:
     # No reaper: after the freeze the attempt is still this worker's, past its lease by its
     # clock. It is given back unrun and claimed again, as the same attempt number.
     worker = dtq_env.worker(failpoints=FREEZE)
