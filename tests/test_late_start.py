@@ -175,7 +175,7 @@ def test_a_running_handler_is_told_when_its_lease_is_lost(
 ) -> None:
     worker = dtq_env.worker()
     dtq_env.spawn("dtq_reaper")
-    result = task.enqueue(3.0)
+    result = task.enqueue(6.0)  # outlasts the freeze: the renewal comes first on resume
     wait_for(lambda: dtq_env.witnessed(task.name.rsplit(".", 1)[1]))
     worker.send_signal(signal.SIGSTOP)
     try:

@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -66,6 +67,7 @@ class Worker(LivenessMixin, ReadingMixin):
         self.claimed = 0
         self.stopping = False
         self.exit_code = 0
+        self.abandoned = 0  # attempts and stuck threads still held when the loop stopped
         self._client: Any = None
         self._blocked_id: int | None = None  # our client id while blocked in a read
         self._unblocking: asyncio.Task[None] | None = None
@@ -84,11 +86,17 @@ class Worker(LivenessMixin, ReadingMixin):
     # ----- lifecycle -------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run until stopped by a signal, --burst or --max-tasks; return the exit code."""
+        """Run until stopped by a signal, --burst or --max-tasks; return the exit code.
+
+        When `abandoned` is set afterwards, handler threads may still run: the caller must end
+        the process with os._exit (dtq_worker does), not wait for them, or they would run on
+        beside the attempts the reaper hands to other workers.
+        """
         # Django and the task modules are loaded for good: keep the garbage collector from
         # walking them again in every full collection (a pause that shows in tail latency).
         gc.freeze()
         asyncio.run(self.main())
+        self._exit_on_signal()
         return self.exit_code
 
     async def main(self) -> None:
@@ -126,12 +134,25 @@ class Worker(LivenessMixin, ReadingMixin):
             await self._blocker.aclose()
             await self._client.aclose()
             self._pool.shutdown(wait=False, cancel_futures=True)
+            self.abandoned = len(self.held) + len(self.stuck)
             log.info("worker stopped worker_id=%s processed=%s", self.worker_id, self.processed)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
+
+    def _exit_on_signal(self) -> None:
+        """Keep "a second signal stops now" after the loop closed (it took its handlers)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop_now(signum: int, frame: Any) -> None:
+            log.warning("signal received while exiting: stopping now")
+            os._exit(1)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop_now)
 
     def _on_signal(self) -> None:
         if self.stopping:
@@ -290,8 +311,15 @@ class Worker(LivenessMixin, ReadingMixin):
         self._inbox.append((att, future.result()))
         if not self._inbox_wakeup:
             self._inbox_wakeup = True
-            assert self._event_loop is not None
-            self._event_loop.call_soon_threadsafe(self._drain_inbox)
+            self._call_on_loop(self._drain_inbox)
+
+    def _call_on_loop(self, callback: Any, *args: Any) -> None:
+        """Run callback on the loop from a pool thread; after the stop, do nothing."""
+        assert self._event_loop is not None
+        # RuntimeError: the loop closed under a handler that outlived the shutdown timeout.
+        # Its attempt was counted in "left for the reaper"; the process ends without it.
+        with contextlib.suppress(RuntimeError):
+            self._event_loop.call_soon_threadsafe(callback, *args)
 
     def _drain_inbox(self) -> None:
         self._inbox_wakeup = False
@@ -332,12 +360,7 @@ class Worker(LivenessMixin, ReadingMixin):
             att.timeout,
             len(self.stuck),
         )
-        loop = asyncio.get_running_loop()
-
-        def release(_: Any) -> None:
-            loop.call_soon_threadsafe(self._unstick, att)
-
-        future.add_done_callback(release)
+        future.add_done_callback(lambda _: self._call_on_loop(self._unstick, att))
         if len(self.stuck) >= self.concurrency:
             log.error("every slot is held by a stuck thread: exiting so a supervisor restarts us")
             self.exit_code = 3

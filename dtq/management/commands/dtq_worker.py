@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import signal
 import subprocess
@@ -96,6 +97,12 @@ class Command(BaseCommand):
                 helper.stop()
             for thread in threads:
                 thread.join(timeout=10)  # let them deregister before the process ends
+        if worker.abandoned:
+            # Handler threads past the shutdown timeout cannot be stopped, and the interpreter
+            # would wait for them at exit while the reaper hands their attempts to others.
+            logging.shutdown()
+            sys.stdout.flush()
+            os._exit(code)
         if code:
             sys.exit(code)
 
