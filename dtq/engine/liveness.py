@@ -69,20 +69,22 @@ class LivenessMixin:
             if att.done:
                 continue  # handler finished: its finalize (and the fence) decide from here
             if status and clock.now() < att.lease_until:
-                # Only a lease that never lapsed by our clock is extended: one renewed after a
-                # freeze may have been reclaimed and run elsewhere in between.
+                # Only a lease that never lapsed by our clock is extended: once past its
+                # deadline an attempt never starts, even if a late renewal still finds it ours.
                 att.lease_until = until
             if status == 0 and not att.lost:
                 att.lost = True
                 log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
-                self._tell_handler(att)  # it stops early if it cooperates; fenced out anyway
+                # Tell a handler that began, so it can stop early (its outcome is fenced out
+                # anyway); one that did not is refused by the start check.
+                self._tell_handler(att, interrupt=att.began)
             elif status == 2 and not att.cancel.is_set():
-                self._tell_handler(att)
+                self._tell_handler(att, interrupt=True)
 
-    def _tell_handler(self, att: Attempt) -> None:
-        """Raise the cancel flag of an attempt; interrupt its handler if that is async."""
+    def _tell_handler(self, att: Attempt, interrupt: bool) -> None:
+        """Raise the cancel flag of an attempt; interrupt it too if its handler is async."""
         att.cancel.set()
-        if att.began and att.handle is not None and self._registry_is_async(att):
+        if interrupt and att.handle is not None and self._registry_is_async(att):
             att.handle.cancel()
 
     @staticmethod
