@@ -338,14 +338,7 @@ class Worker(LivenessMixin, ReadingMixin):
         att.done = True
         self.running -= 1
         self._poke()
-        if outcome.kind == "skip":
-            log.warning(
-                "task_id=%s attempt=%s: handler not started (%s); the attempt is dropped",
-                att.id,
-                att.attempt,
-                outcome.data,
-            )
-        elif failpoints.ACTIVE:
+        if failpoints.ACTIVE and outcome.kind != "skip":
             failpoints.hit("worker.after_handler")
         self.outbox.append((att, outcome))
         if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
@@ -418,7 +411,15 @@ class Worker(LivenessMixin, ReadingMixin):
             refs.append(layout.TaskRef(att.id, att.queue, att.idem))
             args += [qi, att.band, att.entry, att.attempt, out.data, out.history]
         keys, argv = layout.build(self.keys, queues, refs)
-        await self._flusher.script(self._scripts.skip, keys, [*argv, self.worker_id, *args])
+        done = await self._flusher.script(self._scripts.skip, keys, [*argv, self.worker_id, *args])
+        for (att, out), given_back in zip(batch, done, strict=True):
+            log.warning(
+                "task_id=%s attempt=%s: handler not started (%s): %s",
+                att.id,
+                att.attempt,
+                out.data,
+                "no longer ours, only recorded" if given_back == 0 else "given back",
+            )
 
     async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         queues: list[str] = []
