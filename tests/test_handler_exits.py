@@ -10,6 +10,7 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
+from django.tasks import TaskResultStatus
 
 import dtq
 from dtq.engine import codec, registry
@@ -226,3 +227,20 @@ def test_sys_exit_in_a_handler_fails_it_and_the_worker_runs_on(dtq_env: Env) -> 
     assert halted.history[0]["error"] == "tests.testapp.tasks.Halt"  # retried by retry_on
     assert (after.state, after.return_value) == (dtq.TaskState.SUCCEEDED, "after")
     assert dtq_env.stats().get("reclaimed", 0) == 0
+
+
+@pytest.mark.slow
+def test_a_django_task_calling_sys_exit_is_failed_with_systemexit(dtq_env: Env) -> None:
+    result = tasks.dj_exits.enqueue()
+    worker = dtq_env.worker()
+
+    def done() -> bool:
+        result.refresh()
+        return bool(result.is_finished)
+
+    wait_for(done)
+
+    assert result.status == TaskResultStatus.FAILED
+    assert [e.exception_class for e in result.errors] == [SystemExit]
+    assert "SystemExit: 1" in result.errors[0].traceback
+    assert worker.poll() is None

@@ -8,6 +8,8 @@ import sys
 import time
 from pathlib import Path
 
+from django.tasks import task as django_task
+
 import dtq
 
 
@@ -251,3 +253,9 @@ def halts(context: dtq.TaskContext) -> int:
     if context.attempt == 1:
         raise Halt("first attempt halts")
     return context.attempt
+
+
+@django_task(queue_name="tests")
+def dj_exits() -> None:
+    """A django.tasks task that calls sys.exit() (as Django's test_catches_exception does)."""
+    sys.exit(1)
