@@ -40,7 +40,7 @@ def attempt_of(task: Any, *args: Any, name: str | None = None) -> Attempt:
         attempt=1,
         max_attempts=2,
         timeout=None,
-        retry="",
+        retry="{}",
         idem="",
         queue="tests",
     )
@@ -181,6 +181,18 @@ def test_hooks_path_records_sys_exit_as_a_failure_and_runs_finished(
 
     assert_failed_with(outcome, "builtins.SystemExit")
     assert entry.seen == ["started", "finished:fail"]
+
+
+def test_an_exception_whose_str_raises_is_still_recorded(pool: ThreadPoolExecutor) -> None:
+    att = attempt_of(tasks.unprintable)
+
+    outcome = pool.submit(run_sync_attempt, att, "w-test", context_of(att)).result(timeout=5)
+
+    assert outcome.kind == "retry"  # an ordinary Exception, with an attempt left
+    assert json.loads(outcome.data) == {
+        "class": "tests.testapp.tasks.Unprintable",
+        "message": "<Unprintable: str() failed>",
+    }
 
 
 def test_a_hook_that_calls_sys_exit_is_logged_and_the_attempt_runs(

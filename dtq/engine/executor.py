@@ -111,6 +111,15 @@ def _error_name(exc: BaseException) -> str:
     return f"{module}.{cls.__qualname__}"
 
 
+def _message(exc: BaseException) -> str:
+    """Return an exception's text; one whose __str__ raises must not fail the worker."""
+    try:
+        text = str(exc)
+    except BaseException:
+        text = f"<{type(exc).__name__}: str() failed>"
+    return codec.truncate(text, MAX_MESSAGE)
+
+
 def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) -> str:
     entry: dict[str, Any] = {
         "attempt": att.attempt,
@@ -121,7 +130,7 @@ def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) 
     }
     if exc is not None:
         entry["error"] = _error_name(exc)
-        entry["message"] = codec.truncate(str(exc), MAX_MESSAGE)
+        entry["message"] = _message(exc)
         text = "".join(traceback.format_exception(exc))
         entry["traceback"] = codec.truncate(text, MAX_TRACEBACK)
     return codec.dumps(entry)
@@ -129,9 +138,7 @@ def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) 
 
 def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -> Outcome:
     """Classify a failed attempt: retry while attempts and policy allow, else fail."""
-    error = codec.dumps(
-        {"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)}
-    )
+    error = codec.dumps({"class": _error_name(exc), "message": _message(exc)})
     if isinstance(exc, TaskCancelled):
         return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc), exc=exc)
     if retryable and att.attempt < att.max_attempts:

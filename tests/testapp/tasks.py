@@ -259,3 +259,16 @@ def halts(context: dtq.TaskContext) -> int:
 def dj_exits() -> None:
     """A django.tasks task that calls sys.exit() (as Django's test_catches_exception does)."""
     sys.exit(1)
+
+
+class Unprintable(Exception):
+    """An exception whose __str__ itself raises."""
+
+    def __str__(self) -> str:
+        raise SystemExit("str() of this exception exits")
+
+
+@dtq.task(queue_name="tests", max_attempts=1)
+def unprintable() -> None:
+    """Raise an exception that cannot be turned into text."""
+    raise Unprintable()
