@@ -256,3 +256,21 @@ def test_a_django_task_calling_sys_exit_is_failed_with_systemexit(dtq_env: Env) 
     assert [e.exception_class for e in result.errors] == [SystemExit]
     assert "SystemExit: 1" in result.errors[0].traceback
     assert worker.poll() is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("task", [tasks.poison, tasks.async_poison], ids=["sync", "async"])
+def test_an_outcome_the_executor_cannot_build_fails_the_task_clearly(
+    dtq_env: Env, task: Any
+) -> None:
+    # A retry policy that is not JSON (a damaged record): building the retry outcome raised
+    # inside the executor, so the attempt was never finalized and its lease renewed for good.
+    result = task.enqueue()
+    dtq_env.client.hset(dtq_env.keys.task(result.id), "retry", "not json")
+    worker = dtq_env.worker()
+    wait_for(finished(result))
+
+    assert (result.state, result.attempt) == (dtq.TaskState.DEAD_LETTERED, 1)
+    assert result.error["class"] == "dtq.PermanentError"
+    assert "could not record this attempt's outcome" in result.error["message"]
+    assert worker.poll() is None

@@ -21,10 +21,12 @@ from dtq.conf import dtq_settings
 from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
+from dtq.engine.errors import PermanentError
 from dtq.engine.executor import (
     Attempt,
     Outcome,
     execute,
+    failure,
     is_plain_sync,
     run_sync_attempt,
     start_by,
@@ -308,7 +310,9 @@ class Worker(LivenessMixin, ReadingMixin):
         """Hand a pool thread's outcome to the loop, waking it once per batch."""
         if future.cancelled():
             return  # hard stop: the attempt stays RUNNING until its lease runs out
-        self._inbox.append((att, future.result()))
+        exc = future.exception()
+        outcome = future.result() if exc is None else self._broken(att, exc)
+        self._inbox.append((att, outcome))
         if not self._inbox_wakeup:
             self._inbox_wakeup = True
             self._call_on_loop(self._drain_inbox)
@@ -332,7 +336,18 @@ class Worker(LivenessMixin, ReadingMixin):
             outcome = await execute(att, self.worker_id, context, self._pool, self._on_stuck)
         except asyncio.CancelledError:
             return  # hard stop: the attempt stays RUNNING until its lease runs out
+        except Exception as exc:
+            outcome = self._broken(att, exc)
         self._finished(att, outcome)
+
+    def _broken(self, att: Attempt, exc: BaseException) -> Outcome:
+        """Fail an attempt whose outcome the executor could not build (say, bad record data).
+
+        Without an outcome the attempt would stay held, and its lease renewed, for good.
+        """
+        log.error("task_id=%s attempt=%s: no outcome: %r", att.id, att.attempt, exc)
+        text = f"the worker could not record this attempt's outcome: {exc!r}"
+        return failure(att, self.worker_id, PermanentError(text), retryable=False)
 
     def _finished(self, att: Attempt, outcome: Outcome) -> None:
         att.done = True

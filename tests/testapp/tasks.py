@@ -64,6 +64,13 @@ def poison(context: dtq.TaskContext) -> None:
     raise ValueError("poison")
 
 
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=3)
+async def async_poison(context: dtq.TaskContext) -> None:
+    """Always raise an ordinary exception, from a coroutine."""
+    witness("async_poison", context)
+    raise ValueError("async poison")
+
+
 @dtq.task(queue_name="tests", max_attempts=3)
 def permanent() -> None:
     """Raise PermanentError: no retry."""
