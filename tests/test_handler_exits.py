@@ -19,6 +19,10 @@ from dtq.task import TaskContext
 from tests.conftest import Env, wait_for
 from tests.testapp import tasks
 
+# Handlers run in this process close stale database connections first (_run_sync), which
+# pytest-django allows only with database access.
+pytestmark = pytest.mark.django_db
+
 KINDS = {
     "exit": "builtins.SystemExit",
     "interrupt": "builtins.KeyboardInterrupt",

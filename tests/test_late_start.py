@@ -22,6 +22,10 @@ from tests.test_handler_exits import attempt_of, context_of
 from tests.testapp import django_tasks as dj
 from tests.testapp import tasks
 
+# Handlers run in this process close stale database connections first (_run_sync), which
+# pytest-django allows only with database access.
+pytestmark = pytest.mark.django_db
+
 SETTLED = {"pending": 0, "running": 0, "schedule": 0}
 FREEZE = "worker.before_handler@1:freeze=3"  # twice the tests' 1.5 s lease
 
