@@ -62,7 +62,8 @@ class Command(BaseCommand):
             "--shutdown-timeout",
             type=positive_float,
             default=30.0,
-            help="seconds to let running tasks finish after SIGTERM",
+            help="seconds to let running tasks finish after SIGTERM (then exit; the reaper "
+            "takes back what is left)",
         )
         parser.add_argument(
             "--with-scheduler", action="store_true", help="also run the scheduler in this process"
