@@ -10,7 +10,7 @@ import pytest
 from redis.exceptions import ResponseError
 
 import dtq
-from dtq.engine import clock, layout
+from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import get_client
 from dtq.engine.executor import Attempt, run_sync_attempt, skipped
 from dtq.engine.keys import GROUP
@@ -66,6 +66,18 @@ def test_an_attempt_within_its_lease_runs(dtq_env: Env, monkeypatch: pytest.Monk
     outcome = run_sync_attempt(att, "w-test", context_of(att))
 
     assert (outcome.kind, att.began, len(dtq_env.witnessed("record"))) == ("success", True, 1)
+
+
+def test_failpoint_specs_parse_kills_and_freezes() -> None:
+    spec = "worker.after_claim@3, worker.before_handler@2:freeze=1.5"
+    assert failpoints._parse(spec) == {
+        "worker.after_claim": (3, 0.0),
+        "worker.before_handler": (2, 1.5),
+    }
+    with pytest.raises(ValueError, match="only mode"):
+        failpoints._parse("worker.before_handler:sleep=1")
+    with pytest.raises(ValueError, match="unknown failpoint"):
+        failpoints._parse("worker.nowhere")
 
 
 # ----- skip.lua ---------------------------------------------------------------------------
