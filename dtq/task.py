@@ -35,7 +35,7 @@ class TaskContext:
 
     @property
     def cancel_requested(self) -> bool:
-        """Return True once an operator asked for this task to be cancelled."""
+        """Return True once a cancel was requested, or the lease was lost (stop: no outcome)."""
         return self._cancel.is_set()
 
 

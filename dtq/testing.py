@@ -76,7 +76,8 @@ def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any])
     if fn is executor._run_sync:
         # The test framework owns this thread's database connection and its transaction:
         # run the handler without the worker's connection recycling, which would close it.
-        func, call_args, call_kwargs = args
+        att, func, call_args, call_kwargs = args
+        executor._begin(att)  # the lease check stays: it raises StartRefused when it fails
         return func(*call_args, **call_kwargs)
     return fn(*args, **kwargs)
 

@@ -193,9 +193,6 @@ def test_an_unencodable_return_value_fails_with_the_real_error(dtq_env):
     assert result._return_value is None
 
 
-@pytest.mark.xfail(
-    strict=True, reason="issue #12 item 1: the executor does not catch BaseException yet"
-)
 @pytest.mark.parametrize(
     ("task", "cls"), [("exits", SystemExit), ("interrupted", KeyboardInterrupt)]
 )

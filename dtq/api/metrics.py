@@ -37,6 +37,7 @@ COUNTERS = {
     "absorbed": "Duplicate stream entries absorbed instead of executed",
     "reclaimed": "Attempts reclaimed from dead or stalled workers",
     "stale": "Stale completions rejected by fencing",
+    "start_skipped": "Attempts dropped unrun: their lease ran out before the handler started",
 }
 QUEUE_GAUGES = {
     "queued": "Tasks waiting in the queue",

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import math
 import threading
 import time
 import traceback
@@ -11,12 +12,15 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from typing import Any
 
-from dtq.engine import codec, registry
+from dtq.engine import clock, codec, failpoints, registry
 from dtq.engine.errors import PermanentError, RetryableError, TaskCancelled, TaskTimeout
 from dtq.engine.retry import RetryPolicy
 
 MAX_MESSAGE = 2000
 MAX_TRACEBACK = 8000
+# A handler starts only within this share of its lease: the rest is the safety margin for the
+# hand-off to the handler, clock rates, and the renewal that must reach Redis before the end.
+START_WITHIN = 0.8
 log = logging.getLogger("dtq.worker")
 
 
@@ -38,7 +42,10 @@ class Attempt:
     queue: str = ""
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)
+    # Past this instant on the lease clock (dtq.engine.clock) the handler must not start.
+    lease_until: float = math.inf
     lost: bool = False  # the lease was taken away: the outcome will be fenced out anyway
+    began: bool = False  # the handler was called
     done: bool = False  # the handler finished; only finalize is left
     handle: asyncio.Task[Any] | None = None
 
@@ -47,17 +54,70 @@ class Attempt:
 class Outcome:
     """What finalize.lua records for an attempt."""
 
-    kind: str  # success | retry | fail | cancel
-    data: str  # result JSON on success, else error JSON {class, message}
-    history: str  # attempt history entry JSON
+    kind: str  # success | retry | fail | cancel, or skip (never started: see skip.lua)
+    data: str  # result JSON on success, else error JSON {class, message}; skip: the reason
+    history: str  # attempt history entry JSON; skip: the skip entry JSON
     delay_ms: int = 0
     exc: BaseException | None = field(default=None, repr=False)  # for hooks; never stored
+
+
+class StartRefused(Exception):
+    """Raised inside the executor when an attempt's handler must not start (lease gone)."""
+
+    def __init__(self, reason: str) -> None:
+        super().__init__(reason)
+        self.reason = reason
+
+
+def start_by(claimed_at: float, lease: float) -> float:
+    """Return the lease-clock instant after which a lease taken at claimed_at may not start."""
+    return claimed_at + lease * START_WITHIN
+
+
+def refusal(att: Attempt) -> str | None:
+    """Return why the attempt's handler must not start now (its lease is gone), or None."""
+    if att.lost:
+        return "lease_lost"
+    if clock.now() >= att.lease_until:
+        return "lease_expired"
+    return None
+
+
+def _begin(att: Attempt) -> None:
+    """Check the lease right before the handler is called; raise StartRefused if it is gone."""
+    if failpoints.ACTIVE:
+        failpoints.hit("worker.before_handler")  # a freeze here is what this check is for
+    reason = refusal(att)
+    if reason is not None:
+        raise StartRefused(reason)
+    att.began = True
+
+
+def skipped(att: Attempt, worker_id: str, reason: str) -> Outcome:
+    """Return the outcome of an attempt dropped before its handler started."""
+    entry = {
+        "attempt": att.attempt,
+        "worker": worker_id,
+        "entry": att.entry,
+        "reason": reason,
+        "at": time.time(),
+    }
+    return Outcome("skip", reason, codec.dumps(entry))
 
 
 def _error_name(exc: BaseException) -> str:
     cls = type(exc)
     module = "dtq" if cls.__module__.startswith("dtq.") else cls.__module__
     return f"{module}.{cls.__qualname__}"
+
+
+def _message(exc: BaseException) -> str:
+    """Return an exception's text; one whose __str__ raises must not fail the worker."""
+    try:
+        text = str(exc)
+    except BaseException:
+        text = f"<{type(exc).__name__}: str() failed>"
+    return codec.truncate(text, MAX_MESSAGE)
 
 
 def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) -> str:
@@ -70,7 +130,7 @@ def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) 
     }
     if exc is not None:
         entry["error"] = _error_name(exc)
-        entry["message"] = codec.truncate(str(exc), MAX_MESSAGE)
+        entry["message"] = _message(exc)
         text = "".join(traceback.format_exception(exc))
         entry["traceback"] = codec.truncate(text, MAX_TRACEBACK)
     return codec.dumps(entry)
@@ -78,9 +138,7 @@ def _record(att: Attempt, worker_id: str, kind: str, exc: BaseException | None) 
 
 def failure(att: Attempt, worker_id: str, exc: BaseException, retryable: bool) -> Outcome:
     """Classify a failed attempt: retry while attempts and policy allow, else fail."""
-    error = codec.dumps(
-        {"class": _error_name(exc), "message": codec.truncate(str(exc), MAX_MESSAGE)}
-    )
+    error = codec.dumps({"class": _error_name(exc), "message": _message(exc)})
     if isinstance(exc, TaskCancelled):
         return Outcome("cancel", error, _record(att, worker_id, "cancelled", exc), exc=exc)
     if retryable and att.attempt < att.max_attempts:
@@ -121,9 +179,11 @@ def prepare_call(att: Attempt, context: Any) -> tuple[Any, list[Any], dict[str, 
     return task, args, kwargs
 
 
-def _run_sync(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+def _run_sync(att: Attempt, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
+    """Run a sync handler on the calling pool thread, checking its lease right before."""
     from django.db import close_old_connections
 
+    _begin(att)  # on this thread: the process may have been frozen since the hand-off
     close_old_connections()  # never start a task on a connection the database dropped
     try:
         return func(*args, **kwargs)
@@ -136,10 +196,12 @@ async def _call(
 ) -> Any:
     """Await an async handler on the loop, or run a sync one on the pool, within its timeout."""
     if task.is_async:
+        _begin(att)
         if att.timeout is None:
             return await task.func(*args, **kwargs)
         return await asyncio.wait_for(task.func(*args, **kwargs), att.timeout)
-    future = asyncio.get_running_loop().run_in_executor(pool, _run_sync, task.func, args, kwargs)
+    loop = asyncio.get_running_loop()
+    future = loop.run_in_executor(pool, _run_sync, att, task.func, args, kwargs)
     if att.timeout is None:
         return await future
     try:
@@ -161,6 +223,9 @@ async def execute(
     entry = registry.get(att.name)
     if entry is None or not hasattr(entry, "started"):
         return await _execute(att, worker_id, context, pool, on_stuck)
+    reason = refusal(att)
+    if reason is not None:
+        return skipped(att, worker_id, reason)  # no hook either: for them it never started
     loop = asyncio.get_running_loop()
     try:
         context = await loop.run_in_executor(
@@ -171,6 +236,8 @@ async def execute(
         if not att.cancel.is_set():
             raise  # worker shutdown
         outcome = failure(att, worker_id, TaskCancelled("cancelled on request"), False)
+    if outcome.kind == "skip":
+        return outcome  # the lease ran out while the started hook ran: the handler did not
     try:
         await loop.run_in_executor(pool, _hook, entry.finished, None, att, worker_id, outcome)
     except asyncio.CancelledError:
@@ -183,7 +250,7 @@ def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
     """Call a registry entry's hook; a failing hook is logged and never fails the attempt."""
     try:
         return method(att, *args)
-    except Exception:
+    except BaseException:  # a receiver's sys.exit() must not end the worker either
         log.exception("task_id=%s: %s hook failed", att.id, getattr(method, "__name__", "?"))
         return default
 
@@ -198,19 +265,29 @@ async def _execute(
         return failure(att, worker_id, exc, retryable=False)
     try:
         value = await _call(task, args, kwargs, att, pool, on_stuck)
+    except StartRefused as exc:
+        return skipped(att, worker_id, exc.reason)
     except TimeoutError:
         timeout = TaskTimeout(f"handler ran past its timeout of {att.timeout}s")
         return failure(att, worker_id, timeout, retryable=True)
-    except asyncio.CancelledError:
+    except asyncio.CancelledError as exc:
         if att.cancel.is_set():
             return failure(att, worker_id, TaskCancelled("cancelled on request"), False)
-        raise  # worker shutdown: leave the attempt unfinalized for the reaper
-    except Exception as exc:
+        if _being_cancelled():
+            raise  # worker shutdown: leave the attempt unfinalized for the reaper
+        return classify(att, worker_id, task, exc)  # the handler raised it itself
+    except BaseException as exc:  # SystemExit & co. end this attempt, never the worker
         return classify(att, worker_id, task, exc)
     return success(att, worker_id, value)
 
 
-def classify(att: Attempt, worker_id: str, task: Any, exc: Exception) -> Outcome:
+def _being_cancelled() -> bool:
+    """Return True when someone called cancel() on the running asyncio task."""
+    current = asyncio.current_task()
+    return current is not None and current.cancelling() > 0
+
+
+def classify(att: Attempt, worker_id: str, task: Any, exc: BaseException) -> Outcome:
     """Turn an exception a handler raised into a retry, a failure or a cancel."""
     if isinstance(exc, (PermanentError, TaskCancelled)):
         return failure(att, worker_id, exc, retryable=False)
@@ -237,7 +314,9 @@ def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
     except PermanentError as exc:
         return failure(att, worker_id, exc, retryable=False)
     try:
-        value = _run_sync(task.func, args, kwargs)
-    except Exception as exc:
+        value = _run_sync(att, task.func, args, kwargs)
+    except StartRefused as exc:
+        return skipped(att, worker_id, exc.reason)
+    except BaseException as exc:  # on a pool thread, every BaseException is the handler's
         return classify(att, worker_id, task, exc)
     return success(att, worker_id, value)

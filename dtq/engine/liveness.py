@@ -12,8 +12,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, layout, registry
-from dtq.engine.executor import Attempt
+from dtq.engine import clock, codec, layout, registry
+from dtq.engine.executor import Attempt, start_by
 from dtq.engine.refusals import WriteRefusals
 
 log = logging.getLogger("dtq.worker")
@@ -52,32 +52,45 @@ class LivenessMixin:
         """Renew the leases of held attempts and publish this worker's liveness."""
         held = list(self.held.values())
         now = time.time()
+        lease = dtq_settings.lease_timeout
         pipe = self._client.pipeline(transaction=False)
         if held:
             refs = [layout.TaskRef(att.id, att.queue) for att in held]
             keys, argv = layout.build(self.keys, [], refs)
             args = [a for att in held for a in (att.id, att.entry, att.attempt)]
-            lease_ms = int(dtq_settings.lease_timeout * 1000)
+            lease_ms = int(lease * 1000)
             await self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
         pipe.zadd(self.keys.workers, {self.worker_id: now})
         pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
         pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
+        sent = clock.now()
         replies = await pipe.execute()
         if held:
-            self._apply_renewals(held, replies[0])
+            self._apply_renewals(held, replies[0], start_by(sent, lease))
 
-    def _apply_renewals(self, held: list[Attempt], statuses: list[int]) -> None:
-        """Mark attempts whose lease was lost; pass cancel requests on to their handlers."""
+    def _apply_renewals(self, held: list[Attempt], statuses: list[int], until: float) -> None:
+        """Extend or mark lost each attempt's lease; pass cancel requests on to the handlers."""
         for att, status in zip(held, statuses, strict=True):
             if att.done:
                 continue  # handler finished: its finalize (and the fence) decide from here
+            if status and clock.now() < att.lease_until:
+                # Only a lease that never lapsed by our clock is extended: once past its
+                # deadline an attempt never starts, even if a late renewal still finds it ours.
+                att.lease_until = until
             if status == 0 and not att.lost:
                 att.lost = True
                 log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
+                # Tell a handler that began, so it can stop early (its outcome is fenced out
+                # anyway); one that did not is refused by the start check.
+                self._tell_handler(att, interrupt=att.began)
             elif status == 2 and not att.cancel.is_set():
-                att.cancel.set()
-                if att.handle is not None and self._registry_is_async(att):
-                    att.handle.cancel()
+                self._tell_handler(att, interrupt=True)
+
+    def _tell_handler(self, att: Attempt, interrupt: bool) -> None:
+        """Raise the cancel flag of an attempt; interrupt it too if its handler is async."""
+        att.cancel.set()
+        if interrupt and att.handle is not None and self._registry_is_async(att):
+            att.handle.cancel()
 
     @staticmethod
     def _registry_is_async(att: Attempt) -> bool:

@@ -11,6 +11,7 @@ NAMES = (
     "read",
     "claim",
     "finalize",
+    "skip",
     "promote",
     "reclaim",
     "reconcile",

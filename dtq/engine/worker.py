@@ -10,6 +10,7 @@ import logging
 import os
 import signal
 import socket
+import threading
 import time
 from concurrent.futures import Future, ThreadPoolExecutor
 from typing import Any
@@ -17,10 +18,19 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, layout
+from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
-from dtq.engine.executor import Attempt, Outcome, execute, is_plain_sync, run_sync_attempt
+from dtq.engine.errors import PermanentError
+from dtq.engine.executor import (
+    Attempt,
+    Outcome,
+    execute,
+    failure,
+    is_plain_sync,
+    run_sync_attempt,
+    start_by,
+)
 from dtq.engine.keys import BANDS, Keys
 from dtq.engine.liveness import LivenessMixin
 from dtq.engine.reading import ReadingMixin
@@ -63,6 +73,7 @@ class Worker(LivenessMixin, ReadingMixin):
         self.claimed = 0
         self.stopping = False
         self.exit_code = 0
+        self.abandoned = 0  # attempts and stuck threads still held when the loop stopped
         self._client: Any = None
         self._blocked_id: int | None = None  # our client id while blocked in a read
         self._unblocking: asyncio.Task[None] | None = None
@@ -81,11 +92,17 @@ class Worker(LivenessMixin, ReadingMixin):
     # ----- lifecycle -------------------------------------------------------------------
 
     def run(self) -> int:
-        """Run until stopped by a signal, --burst or --max-tasks; return the exit code."""
+        """Run until stopped by a signal, --burst or --max-tasks; return the exit code.
+
+        When `abandoned` is set afterwards, handler threads may still run: the caller must end
+        the process with os._exit (dtq_worker does), not wait for them, or they would run on
+        beside the attempts the reaper hands to other workers.
+        """
         # Django and the task modules are loaded for good: keep the garbage collector from
         # walking them again in every full collection (a pause that shows in tail latency).
         gc.freeze()
         asyncio.run(self.main())
+        self._exit_on_signal()
         return self.exit_code
 
     async def main(self) -> None:
@@ -123,12 +140,25 @@ class Worker(LivenessMixin, ReadingMixin):
             await self._blocker.aclose()
             await self._client.aclose()
             self._pool.shutdown(wait=False, cancel_futures=True)
+            self.abandoned = len(self.held) + len(self.stuck)
             log.info("worker stopped worker_id=%s processed=%s", self.worker_id, self.processed)
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, self._on_signal)
+
+    def _exit_on_signal(self) -> None:
+        """Keep "a second signal stops now" after the loop closed (it took its handlers)."""
+        if threading.current_thread() is not threading.main_thread():
+            return
+
+        def stop_now(signum: int, frame: Any) -> None:
+            log.warning("signal received while exiting: stopping now")
+            os._exit(1)
+
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            signal.signal(sig, stop_now)
 
     def _on_signal(self) -> None:
         if self.stopping:
@@ -226,10 +256,11 @@ class Worker(LivenessMixin, ReadingMixin):
             refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1], idem or ""))
             args += [qi, band, eid]
         keys, argv = layout.build(self.keys, self.queues, refs)
-        lease_ms = int(dtq_settings.lease_timeout * 1000)
+        lease = dtq_settings.lease_timeout
+        sent = clock.now()  # before the call: Redis starts the lease later than this
         try:
             reply = await self._fetcher.script(
-                self._scripts.claim, keys, [*argv, self.worker_id, lease_ms, *args]
+                self._scripts.claim, keys, [*argv, self.worker_id, int(lease * 1000), *args]
             )
         except RedisError:  # the entries sit in our pending list, where no read finds them
             self.unclaimed = entries
@@ -237,6 +268,8 @@ class Worker(LivenessMixin, ReadingMixin):
         attempts = [
             Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
         ]
+        for att in attempts:
+            att.lease_until = start_by(sent, lease)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
@@ -289,11 +322,20 @@ class Worker(LivenessMixin, ReadingMixin):
         """Hand a pool thread's outcome to the loop, waking it once per batch."""
         if future.cancelled():
             return  # hard stop: the attempt stays RUNNING until its lease runs out
-        self._inbox.append((att, future.result()))
+        exc = future.exception()
+        outcome = future.result() if exc is None else self._broken(att, exc)
+        self._inbox.append((att, outcome))
         if not self._inbox_wakeup:
             self._inbox_wakeup = True
-            assert self._event_loop is not None
-            self._event_loop.call_soon_threadsafe(self._drain_inbox)
+            self._call_on_loop(self._drain_inbox)
+
+    def _call_on_loop(self, callback: Any, *args: Any) -> None:
+        """Run callback on the loop from a pool thread; after the stop, do nothing."""
+        assert self._event_loop is not None
+        # RuntimeError: the loop closed under a handler that outlived the shutdown timeout.
+        # Its attempt was counted in "left for the reaper"; the process ends without it.
+        with contextlib.suppress(RuntimeError):
+            self._event_loop.call_soon_threadsafe(callback, *args)
 
     def _drain_inbox(self) -> None:
         self._inbox_wakeup = False
@@ -306,13 +348,24 @@ class Worker(LivenessMixin, ReadingMixin):
             outcome = await execute(att, self.worker_id, context, self._pool, self._on_stuck)
         except asyncio.CancelledError:
             return  # hard stop: the attempt stays RUNNING until its lease runs out
+        except Exception as exc:
+            outcome = self._broken(att, exc)
         self._finished(att, outcome)
+
+    def _broken(self, att: Attempt, exc: BaseException) -> Outcome:
+        """Fail an attempt whose outcome the executor could not build (say, bad record data).
+
+        Without an outcome the attempt would stay held, and its lease renewed, for good.
+        """
+        log.error("task_id=%s attempt=%s: no outcome: %r", att.id, att.attempt, exc)
+        text = f"the worker could not record this attempt's outcome: {exc!r}"
+        return failure(att, self.worker_id, PermanentError(text), retryable=False)
 
     def _finished(self, att: Attempt, outcome: Outcome) -> None:
         att.done = True
         self.running -= 1
         self._poke()
-        if failpoints.ACTIVE:
+        if failpoints.ACTIVE and outcome.kind != "skip":
             failpoints.hit("worker.after_handler")
         self.outbox.append((att, outcome))
         if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
@@ -327,12 +380,7 @@ class Worker(LivenessMixin, ReadingMixin):
             att.timeout,
             len(self.stuck),
         )
-        loop = asyncio.get_running_loop()
-
-        def release(_: Any) -> None:
-            loop.call_soon_threadsafe(self._unstick, att)
-
-        future.add_done_callback(release)
+        future.add_done_callback(lambda _: self._call_on_loop(self._unstick, att))
         if len(self.stuck) >= self.concurrency:
             log.error("every slot is held by a stuck thread: exiting so a supervisor restarts us")
             self.exit_code = 3
@@ -369,16 +417,39 @@ class Worker(LivenessMixin, ReadingMixin):
     async def _flush(self) -> None:
         while self.outbox:
             batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
-            await self._finalize(batch)
+            ran = [pair for pair in batch if pair[1].kind != "skip"]
+            if len(ran) < len(batch):
+                await self._skip([pair for pair in batch if pair[1].kind == "skip"])
+            if ran:
+                await self._finalize(ran)
             del self.outbox[: len(batch)]
             for att, _ in batch:
                 self.held.pop(att.entry, None)
-            self.processed += len(batch)
+            self.processed += len(ran)
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_finalize")
             if self.max_tasks and self.processed >= self.max_tasks:
                 self.stop()
             self._poke()
+
+    async def _skip(self, batch: list[tuple[Attempt, Outcome]]) -> None:
+        """Record attempts dropped unrun and give back those still ours (skip.lua)."""
+        queues: list[str] = []
+        refs, args = [], []
+        for att, out in batch:
+            qi = layout.queue_index(queues, att.queue)
+            refs.append(layout.TaskRef(att.id, att.queue, att.idem))
+            args += [qi, att.band, att.entry, att.attempt, out.data, out.history]
+        keys, argv = layout.build(self.keys, queues, refs)
+        done = await self._flusher.script(self._scripts.skip, keys, [*argv, self.worker_id, *args])
+        for (att, out), given_back in zip(batch, done, strict=True):
+            log.warning(
+                "task_id=%s attempt=%s: handler not started (%s): %s",
+                att.id,
+                att.attempt,
+                out.data,
+                "no longer ours, only recorded" if given_back == 0 else "given back",
+            )
 
     async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         queues: list[str] = []

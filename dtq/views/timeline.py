@@ -40,8 +40,20 @@ def _attempt(out: list[Moment], entry: dict[str, Any]) -> None:
     _add(out, entry.get("ended_at"), outcome or "end", f"attempt {number} {outcome}", detail)
 
 
+SKIP_REASONS = {
+    "lease_expired": "its lease ran out before the handler could start (worker frozen or late)",
+    "lease_lost": "a lease renewal found it taken over before the handler started",
+}
+
+
+def _skip(out: list[Moment], entry: dict[str, Any]) -> None:
+    reason = str(entry.get("reason") or "")
+    detail = f"worker {entry.get('worker') or '?'}: {SKIP_REASONS.get(reason, reason)}"
+    _add(out, entry.get("at"), "skip", f"attempt {entry.get('attempt', '?')} not started", detail)
+
+
 def of(record: dict[str, Any]) -> list[Moment]:
-    """Return a record's moments, oldest first: submission, attempts, cancel, final state."""
+    """Return a record's moments, oldest first: submission, attempts, skips, cancel, end."""
     out: list[Moment] = []
     _add(out, record.get("created_at"), "submit", f"submitted to {record.get('queue', '?')}")
     run_after = record.get("run_after")
@@ -50,6 +62,10 @@ def of(record: dict[str, Any]) -> list[Moment]:
     for entry in record.get("history") or []:
         if isinstance(entry, dict):
             _attempt(out, entry)
+    skips = record.get("skips")
+    for entry in skips if isinstance(skips, list) else []:
+        if isinstance(entry, dict):
+            _skip(out, entry)
     if record.get("cancel_requested"):
         reason = record.get("cancel_reason") or ""
         _add(out, record.get("updated_at"), "cancel", "cancel requested", reason)

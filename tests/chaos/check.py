@@ -17,6 +17,7 @@ from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
 
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
+CLOCK_SLACK = 0.05  # seconds: Redis TIME (claim events) against the witness' time.time()
 SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem"}
 
 
@@ -93,7 +94,7 @@ def one_terminal_state(d: RunData) -> Check:
 
 
 def no_run_after_completion(d: RunData) -> Check:
-    """No execution starts after the task's completion was recorded."""
+    """No execution starts after the task's completion was recorded (a pause explains none)."""
     bad, zombies = [], 0
     for tid, runs in d.executions.items():
         done = analysis.finished_at(d.records.get(tid))
@@ -107,6 +108,32 @@ def no_run_after_completion(d: RunData) -> Check:
         f"(paused workers, their outcome fenced out)={zombies}"
     )
     return _check("no execution after completion", bad, summary)
+
+
+def started_within_lease(d: RunData) -> Check:
+    """No handler starts after its attempt's lease ran out (a pause explains none).
+
+    The deadline is the claim's (TASK_STARTED) plus the lease: renewals are not in the
+    evidence, and a chaos handler starts right after its claim unless its worker is frozen.
+    A given-back attempt is claimed again under the same number: the latest claim counts.
+    """
+    lease = float(d.config.get("lease", 3.0))
+    claims: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for e in d.snapshot.get("events", []):
+        if e[0] == "TASK_STARTED":
+            claims[(e[1], int(e[2] or 0))].append(e[4] / 1000)
+    bad, worst = [], 0.0
+    for runs in d.executions.values():
+        for ex in runs:
+            before = [t for t in claims.get((ex.id, ex.attempt), []) if t <= ex.start + CLOCK_SLACK]
+            if not before:
+                continue  # claim event lost with Redis (AOF everysec): nothing to measure
+            late = ex.start - max(before)
+            worst = max(worst, late)
+            if late > lease + CLOCK_SLACK:
+                bad.append(f"{ex.id} attempt {ex.attempt} on pid {ex.pid}: {late:.3f}s after claim")
+    summary = f"slowest claim-to-start {worst:.3f}s (lease {lease:g}s); late starts={len(bad)}"
+    return _check("no handler starts after its lease ran out", bad, summary)
 
 
 def attempt_once(d: RunData) -> Check:
@@ -308,6 +335,7 @@ CHECKS: list[Callable[[RunData], Check]] = [
     lost,
     one_terminal_state,
     no_run_after_completion,
+    started_within_lease,
     attempt_once,
     duplicates_explained,
     reclaims_explained,

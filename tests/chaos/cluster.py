@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from dtq.embedded import RedisServer
+from dtq.engine.failpoints import LOG_ENV as FAILPOINTS_LOG_ENV
 from tests.chaos import evidence
 from tests.chaos.config import QUEUE, ChaosConfig
 from tests.chaos.tasks import WITNESS_ENV
@@ -37,6 +38,7 @@ class Slot:
     paused: bool = False
     signalled: int = 0  # the signal we sent the current process (0: none)
     restart_at: float | None = None  # time.monotonic() when to start a new process
+    failpoints: str = ""  # DTQ_FAILPOINTS of the next process only
 
     @property
     def pid(self) -> int | None:
@@ -116,6 +118,7 @@ class Cluster:
             PYTHONUNBUFFERED="1",
         )
         env[WITNESS_ENV] = str(self.run_dir / evidence.WITNESS)
+        env[FAILPOINTS_LOG_ENV] = str(self.run_dir / evidence.FREEZES)
         return env
 
     def _command(self, role: str) -> list[str]:
@@ -127,18 +130,22 @@ class Cluster:
         return [sys.executable, "-m", "django", *args, "--settings", "tests.settings"]
 
     def _spawn(self, slot: Slot) -> None:
+        env = self.env()
+        if slot.failpoints:
+            env["DTQ_FAILPOINTS"] = slot.failpoints
         with (self.run_dir / evidence.LOGS / f"{slot.name}.log").open("ab") as out:
             slot.proc = subprocess.Popen(
                 self._command(slot.role),
                 cwd=ROOT,
-                env=self.env(),
+                env=env,
                 stdin=subprocess.DEVNULL,
                 stdout=out,
                 stderr=out,
                 start_new_session=True,  # its own process group: our signals reach only it
             )
         slot.paused, slot.signalled, slot.restart_at = False, 0, None
-        self.log.write("spawn", slot=slot.name, role=slot.role, pid=slot.pid)
+        armed, slot.failpoints = slot.failpoints, ""
+        self.log.write("spawn", slot=slot.name, role=slot.role, pid=slot.pid, failpoints=armed)
 
     # ----- supervision --------------------------------------------------------------------
 
@@ -189,13 +196,14 @@ class Cluster:
                 "signal", slot=slot.name, role=slot.role, pid=slot.pid, signal=name, **detail
             )
 
-    def kill(self, slot: Slot, restart_after: float) -> dict[str, Any] | None:
-        """SIGKILL a slot's process and start a new one after restart_after seconds."""
+    def kill(self, slot: Slot, restart_after: float, failpoints: str = "") -> dict[str, Any] | None:
+        """SIGKILL a slot's process and start a new one (with failpoints) after restart_after."""
         with self.lock:
             if slot.paused:
                 return None
             row = self.send(slot, signal.SIGKILL)
             if row is not None:
+                slot.failpoints = failpoints
                 assert slot.proc is not None
                 slot.proc.wait()
                 self.log.write(

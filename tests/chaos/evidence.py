@@ -15,6 +15,7 @@ CANCELS = "cancels.jsonl"
 SNAPSHOT = "snapshot.json"  # Redis state after the drain
 WITNESS = "witness"  # directory of <pid>.jsonl files written by the handlers
 LOGS = "logs"  # stderr of every process the run started
+FREEZES = "failpoints.jsonl"  # freezes the processes' failpoints caused (DTQ_FAILPOINTS_LOG)
 
 
 class JsonLog:

@@ -16,6 +16,7 @@ from tests.chaos.evidence import JsonLog
 KINDS = {  # kind: relative weight
     "worker_kill": 30,
     "worker_pause": 15,
+    "worker_freeze": 8,  # a worker stopped between a claim and its handler's start
     "scheduler_kill": 10,
     "reaper_kill": 10,
     "redis_term": 6,
@@ -30,8 +31,9 @@ class Fault:
     at: float
     kind: str
     pick: float  # which healthy target, as a fraction of the candidates
-    seconds: float  # pause length, Redis downtime, or delay before the restart
+    seconds: float  # pause or freeze length, Redis downtime, or delay before the restart
     count: int = 1  # reapers killed at once
+    nth: int = 0  # worker_freeze: the handler start of the new process that freezes
 
 
 def plan(cfg: ChaosConfig) -> list[Fault]:
@@ -52,6 +54,9 @@ def _draw(rng: random.Random, cfg: ChaosConfig, at: float, kind: str) -> Fault:
     pick = rng.random()
     if kind == "worker_pause":
         return Fault(round(at, 3), kind, pick, round(cfg.lease + rng.uniform(0.7, 2.5), 3))
+    if kind == "worker_freeze":
+        freeze = round(cfg.lease + rng.uniform(0.7, 2.5), 3)
+        return Fault(round(at, 3), kind, pick, freeze, nth=rng.randint(1, 5))
     if kind.startswith("redis"):
         # Some outages outlast the lease: nobody can renew while Redis is down.
         long = rng.random() < cfg.long_outages
@@ -119,4 +124,9 @@ class FaultRunner(threading.Thread):
         chosen = [targets[(first + i) % len(targets)] for i in range(count)]
         if fault.kind == "worker_pause":
             return c.pause(chosen[0], fault.seconds) is not None
+        if fault.kind == "worker_freeze":
+            # SIGSTOP from outside cannot be timed between a claim and a handler start: replace
+            # the worker by one whose failpoint freezes it right there (it logs the freeze).
+            spec = f"worker.before_handler@{fault.nth}:freeze={fault.seconds}"
+            return c.kill(chosen[0], 0.3, failpoints=spec) is not None
         return all(c.kill(slot, fault.seconds) is not None for slot in chosen)

@@ -72,6 +72,7 @@ def executions(d: RunData) -> dict[str, Any]:
         "stale completions rejected (stats.stale)": stats.get("stale", 0),
         "stale-completion events": stale_events,
         "leases reclaimed (stats.reclaimed)": stats.get("reclaimed", 0),
+        "attempts dropped unrun, lease gone (stats.start_skipped)": stats.get("start_skipped", 0),
     }
 
 

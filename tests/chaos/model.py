@@ -64,6 +64,7 @@ class RunData:
     cancels: list[dict[str, Any]]
     witness: list[dict[str, Any]]
     snapshot: dict[str, Any]
+    freezes: list[dict[str, Any]] = field(default_factory=list)  # failpoint freezes
     executions: dict[str, list[Execution]] = field(default_factory=dict)
     process_faults: list[ProcessFault] = field(default_factory=list)
     outages: list[RedisOutage] = field(default_factory=list)
@@ -90,6 +91,7 @@ def load(run_dir: Path) -> RunData:
         cancels=evidence.read_jsonl(run_dir / evidence.CANCELS),
         witness=evidence.read_witness(run_dir),
         snapshot=json.loads(snap_path.read_text()) if snap_path.exists() else {},
+        freezes=evidence.read_jsonl(run_dir / evidence.FREEZES),
     )
     index(data)
     return data
@@ -106,6 +108,9 @@ def index(data: RunData) -> None:
             data.spawns[row["pid"]] = row
         elif row["kind"] == "exit":
             data.exits.setdefault(row["pid"], row)
+    data.process_faults = sorted(
+        data.process_faults + frozen(data.freezes, data.spawns), key=lambda f: f.t
+    )
     for row in data.submissions:
         if row["kind"] == "submit" and row.get("result") == "ok":
             data.accepted[row["id"]] = row
@@ -155,6 +160,17 @@ def process_faults(events: list[dict[str, Any]]) -> list[ProcessFault]:
             kind = "crash" if row.get("returncode") == -9 else "exit"
             faults.append(ProcessFault(row["t"], kind, row["pid"], row["slot"], row["role"]))
     return faults
+
+
+def frozen(rows: list[dict[str, Any]], spawns: dict[int, dict[str, Any]]) -> list[ProcessFault]:
+    """Return the freezes processes inflicted on themselves at a failpoint, as pauses."""
+    out = []
+    for row in rows:
+        spawn = spawns.get(row["pid"], {})
+        slot, role = spawn.get("slot", "?"), spawn.get("role", "worker")
+        until = row["t"] + float(row["seconds"])
+        out.append(ProcessFault(row["t"], "pause", row["pid"], slot, role, until=until))
+    return out
 
 
 def outages(events: list[dict[str, Any]]) -> list[RedisOutage]:

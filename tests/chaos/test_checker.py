@@ -49,6 +49,11 @@ def record(task: str, name: str, state: str, attempt: int, finished: float) -> d
     }
 
 
+def claimed(task: str, attempt: int, t: float) -> list[Any]:
+    """A TASK_STARTED event of the snapshot (Redis time in ms): the claim of an attempt."""
+    return ["TASK_STARTED", task, attempt, "RUNNING", int(t * 1000)]
+
+
 def healthy() -> dict[str, Any]:
     """A tiny run: one ordinary task that succeeded, one poison task dead-lettered."""
     return {
@@ -77,6 +82,8 @@ def healthy() -> dict[str, Any]:
             },
             "indexes": {"SUCCEEDED": [A], "DEAD_LETTERED": [B]},
             "events": [
+                claimed(A, 1, T0 + 0.09),
+                *(claimed(B, n, T0 + n - 0.01) for n in (1, 2, 3)),
                 ["TASK_SUCCEEDED", A, 1, "SUCCEEDED", 0],
                 ["TASK_DEAD_LETTERED", B, 3, "DEAD_LETTERED", 0],
             ],
@@ -154,6 +161,37 @@ def unexplained_reclaim(raw: dict[str, Any]) -> None:
     ]
 
 
+def freeze_pid_11(raw: dict[str, Any], at: float, seconds: float) -> None:
+    """A failpoint freeze of pid 11 (what the worker_freeze fault logs)."""
+    raw["freezes"] = [{"t": at, "pid": 11, "point": "worker.before_handler@1", "seconds": seconds}]
+
+
+def start_after_the_lease(raw: dict[str, Any]) -> None:
+    # Claimed 4 s before its handler started (lease 3 s), the worker frozen in between.
+    events = raw["snapshot"]["events"]
+    events[0] = claimed(A, 1, T0 - 3.9)
+    freeze_pid_11(raw, T0 - 3.89, 3.95)
+
+
+def zombie_start_after_success(raw: dict[str, Any]) -> None:
+    # Issue #12: attempt 1 claimed by pid 11, which froze for 5 s before its handler began;
+    # the reaper took it back, attempt 2 succeeded on pid 12, then pid 11 started attempt 1.
+    raw["events"].append(row("spawn", T0 - 1, slot="worker-1", role="worker", pid=12))
+    freeze_pid_11(raw, T0 + 0.06, 5.0)
+    rec = raw["snapshot"]["records"][A]
+    rec.update(attempt="2", finished_at=str(int((T0 + 3.3) * 1000)))
+    rec["history"] = [
+        {"attempt": 1, "worker": "host.11.abc", "outcome": "lost", "started_at": T0 + 0.05}
+        | {"ended_at": T0 + 3.1},
+        {"attempt": 2, "worker": "host.12.abc", "outcome": "succeeded", "started_at": T0 + 3.15},
+    ]
+    raw["snapshot"]["events"][0] = claimed(A, 1, T0 + 0.05)
+    raw["snapshot"]["events"].append(claimed(A, 2, T0 + 3.15))
+    raw["witness"] = [w for w in raw["witness"] if w["id"] != A]
+    raw["witness"] += witness(A, 2, 12, T0 + 3.2, "success") + witness(A, 1, 11, T0 + 5.1, None)
+    raw["witness"].sort(key=lambda w: w["t"])
+
+
 @pytest.mark.parametrize(
     ("plant", "caught_by"),
     [
@@ -176,6 +214,15 @@ def unexplained_reclaim(raw: dict[str, Any]) -> None:
         (leave_pending, ["nothing pending or orphaned"]),
         (count_twice, ["counters agree with records"]),
         (unexplained_reclaim, ["every reclaimed attempt explained by a fault"]),
+        (start_after_the_lease, ["no handler starts after its lease ran out"]),
+        (
+            zombie_start_after_success,
+            [
+                "no execution after completion",
+                "no handler starts after its lease ran out",
+                "duplicates explained by a fault (unexplained = 0)",
+            ],
+        ),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
 )
@@ -189,4 +236,17 @@ def test_a_rerun_after_a_kill_of_its_process_is_explained() -> None:
     raw = copy.deepcopy(healthy())
     rerun_a(raw)
     kill_pid_11(raw)
+    assert failures(raw) == []
+
+
+def test_an_attempt_given_back_and_claimed_again_is_measured_from_its_last_claim() -> None:
+    raw = copy.deepcopy(healthy())
+    raw["snapshot"]["events"].insert(0, claimed(A, 1, T0 - 10))  # skipped, given back
+    assert failures(raw) == []
+
+
+def test_a_failpoint_freeze_explains_the_reclaim_it_caused() -> None:
+    raw = copy.deepcopy(healthy())
+    unexplained_reclaim(raw)
+    freeze_pid_11(raw, T0 + 0.2, 3.5)
     assert failures(raw) == []

@@ -8,6 +8,7 @@ These tests send the same script call twice, exactly as that retry does.
 
 from __future__ import annotations
 
+import json
 import signal
 from typing import Any
 
@@ -193,4 +194,45 @@ def test_redis_outage_longer_than_the_lease_steals_no_running_task(
     assert [row["phase"] for row in dtq_env.witnessed("hold")] == ["start", "end"]
     assert dtq_env.stats().get("reclaimed", 0) == 0
     assert worker.poll() is None
+    assert dtq_env.leftovers() == SETTLED
+
+
+def freezes(env: Env) -> list[dict[str, Any]]:
+    """Return the freezes the failpoints of this test's processes logged."""
+    path = env.witness_path.parent / "failpoints.jsonl"
+    return [json.loads(line) for line in path.read_text().splitlines()] if path.exists() else []
+
+
+def test_worker_frozen_between_claim_and_handler_start_never_runs_it(dtq_env: Env) -> None:
+    # Issue #12: with 3 workers, lease 3 s and heartbeat 0.5 s, a worker that claimed attempt 1
+    # was frozen for 5 s before its handler began. Attempt 2 ran elsewhere and the task
+    # succeeded; the frozen worker then woke up and started attempt 1's handler anyway.
+    dtq_env.configure(LEASE_TIMEOUT=3.0, HEARTBEAT_INTERVAL=0.5)
+    log = str(dtq_env.witness_path.parent / "failpoints.jsonl")
+    frozen = dtq_env.worker(failpoints="worker.before_handler@1:freeze=5", DTQ_FAILPOINTS_LOG=log)
+    result = tasks.record.enqueue("x")
+    wait_for(lambda: freezes(dtq_env))  # claimed, and stopped right before the handler
+    others = [dtq_env.worker(), dtq_env.worker()]
+    dtq_env.spawn("dtq_reaper")
+    wait_for(lambda: dtq.TaskResult.load(result.id).is_finished, timeout=20)
+
+    def woke() -> bool:  # and either skipped attempt 1 or ran it
+        ran = [row for row in dtq_env.witnessed("record") if row["pid"] == frozen.pid]
+        return bool(ran or dtq_env.stats().get("start_skipped"))
+
+    wait_for(woke, timeout=20)
+
+    runs = dtq_env.witnessed("record")
+    assert [(row["attempt"], row["pid"] in {w.pid for w in others}) for row in runs] == [
+        (2, True)
+    ]  # attempt 1 never ran
+    result.refresh()
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 2)
+    assert [h["outcome"] for h in result.history] == ["lost", "succeeded"]
+    [event] = dtq_env.events("TASK_START_SKIPPED")
+    assert (event["attempt"], event["reason"], event["given_back"]) == (1, "lease_expired", False)
+    [skip] = json.loads(dtq_env.client.hget(dtq_env.keys.task(result.id), "skips"))
+    assert (skip["attempt"], skip["reason"]) == (1, "lease_expired")
+    assert skip["worker"].split(".")[-2] == str(frozen.pid)
+    assert frozen.poll() is None
     assert dtq_env.leftovers() == SETTLED

@@ -36,8 +36,6 @@ EXPECTED = {  # Django 6.1's tests that do not pass on DtqBackend (docs/django-t
     "tasks.test_immediate_backend.ImmediateBackendTestCase.test_cannot_pass_run_after",
     # A worker has no caller to hand KeyboardInterrupt to: it fails the attempt.
     "tasks.test_immediate_backend.ImmediateBackendTestCase.test_throws_keyboard_interrupt",
-    # SystemExit kills the worker until issue #12 item 1 (BaseException) lands.
-    "tasks.test_immediate_backend.ImmediateBackendTestCase.test_catches_exception",
     # They edit DummyBackend's in-memory copy of a result; DtqBackend's is in Redis.
     "tasks.test_dummy_backend.DummyBackendTestCase.test_refresh_result",
     "tasks.test_dummy_backend.DummyBackendTestCase.test_refresh_result_async",

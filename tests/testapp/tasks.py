@@ -4,8 +4,11 @@ import asyncio
 import json
 import os
 import signal
+import sys
 import time
 from pathlib import Path
+
+from django.tasks import task as django_task
 
 import dtq
 
@@ -66,6 +69,13 @@ def poison(context: dtq.TaskContext) -> None:
     """Always raise an ordinary exception."""
     witness("poison", context)
     raise ValueError("poison")
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=3)
+async def async_poison(context: dtq.TaskContext) -> None:
+    """Always raise an ordinary exception, from a coroutine."""
+    witness("async_poison", context)
+    raise ValueError("async poison")
 
 
 @dtq.task(queue_name="tests", max_attempts=3)
@@ -212,3 +222,67 @@ def stamp(sent: float) -> None:
     if path:
         with Path(path).open("a") as fh:
             fh.write(f"{time.time() - sent}\n")
+
+
+# ----- BaseException from handlers (tests/test_handler_exits.py) --------------------------
+
+
+class Halt(BaseException):
+    """A BaseException subclass of a task's own (not an Exception)."""
+
+
+def base_exception(kind: str) -> BaseException:
+    """Return the BaseException a handler raises for `kind`."""
+    made: dict[str, BaseException] = {
+        "exit": SystemExit(3),
+        "interrupt": KeyboardInterrupt("interrupted"),
+        "generator_exit": GeneratorExit("generator closed"),
+        "halt": Halt("halted"),
+        "cancelled": asyncio.CancelledError("cancelled by the handler"),
+    }
+    return made[kind]
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2)
+def bail(context: dtq.TaskContext, kind: str) -> None:
+    """Witness, then raise a BaseException (sys.exit() for kind 'exit')."""
+    witness("bail", context, kind=kind)
+    if kind == "exit":
+        sys.exit(3)
+    raise base_exception(kind)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2)
+async def async_bail(context: dtq.TaskContext, kind: str) -> None:
+    """Witness, then raise a BaseException from a coroutine."""
+    await asyncio.sleep(0)
+    witness("async_bail", context, kind=kind)
+    raise base_exception(kind)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=2, retry_on=(Exception, Halt))
+def halts(context: dtq.TaskContext) -> int:
+    """Raise Halt on attempt 1 (listed in retry_on, so it is retried), then succeed."""
+    witness("halts", context)
+    if context.attempt == 1:
+        raise Halt("first attempt halts")
+    return context.attempt
+
+
+@django_task(queue_name="tests")
+def dj_exits() -> None:
+    """A django.tasks task that calls sys.exit() (as Django's test_catches_exception does)."""
+    sys.exit(1)
+
+
+class Unprintable(Exception):
+    """An exception whose __str__ itself raises."""
+
+    def __str__(self) -> str:
+        raise SystemExit("str() of this exception exits")
+
+
+@dtq.task(queue_name="tests", max_attempts=1)
+def unprintable() -> None:
+    """Raise an exception that cannot be turned into text."""
+    raise Unprintable()

@@ -30,6 +30,7 @@ COUNTERS = (
     "absorbed",
     "reclaimed",
     "stale",
+    "start_skipped",
     "replayed",
     "discarded",
     "purged",

@@ -21,7 +21,7 @@ MS_FIELDS = (
     "expires_at",
     "lease",
 )
-JSON_FIELDS = ("payload", "retry", "error", "history")
+JSON_FIELDS = ("payload", "retry", "error", "history", "skips")
 
 
 def keys_for(task_id: str) -> Keys:

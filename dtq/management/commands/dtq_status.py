@@ -25,6 +25,7 @@ SHOWN_COUNTERS = (
     "reclaimed",
     "absorbed",
     "stale",
+    "start_skipped",
 )
 
 

@@ -65,7 +65,8 @@ class Command(BaseCommand):
             "--shutdown-timeout",
             type=positive_float,
             default=30.0,
-            help="seconds to let running tasks finish after SIGTERM",
+            help="seconds to let running tasks finish after SIGTERM (then exit; the reaper "
+            "takes back what is left)",
         )
         parser.add_argument(
             "--with-scheduler", action="store_true", help="also run the scheduler in this process"
@@ -103,6 +104,12 @@ class Command(BaseCommand):
                 helper.stop()
             for thread in threads:
                 thread.join(timeout=10)  # let them deregister before the process ends
+        if worker.abandoned:
+            # Handler threads past the shutdown timeout cannot be stopped, and the interpreter
+            # would wait for them at exit while the reaper hands their attempts to others.
+            logging.shutdown()
+            sys.stdout.flush()
+            os._exit(code)
         if code:
             sys.exit(code)
 
