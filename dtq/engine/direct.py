@@ -19,7 +19,7 @@ from typing import Any
 
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 RESENDS = 6  # as many as the clients' Retry in connection.py
@@ -42,6 +42,7 @@ def pack_evalsha(script: Any, keys: list[Any], args: list[Any]) -> list[bytes]:
 
 
 _pinned = threading.local()
+Call = tuple[list[Any], list[Any]]  # (KEYS, ARGV) of one script call
 
 
 def _own_connection(pool: Any) -> Any:
@@ -82,6 +83,50 @@ def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> A
         except BaseException:
             conn.disconnect()  # interrupted mid-reply: never reuse the stream
             raise
+
+
+def call_script_many(client: Any, script: Any, calls: list[Call]) -> list[Any]:
+    """Run a registered script once per (keys, args), pipelined in one round trip.
+
+    Replies come back in order; an error reply is returned as its exception, not raised.
+    Calls answered NOSCRIPT did not run: the script is loaded and only they are sent again.
+    After a dropped connection the whole round is sent again (every hot script is safe to
+    receive twice).
+    """
+    conn = _own_connection(client.connection_pool)
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    resend = 0
+    while todo:
+        packed = [chunk for i in todo for chunk in pack_evalsha(script, *calls[i])]
+        missing: list[int] = []
+        try:
+            conn.send_packed_command(packed)
+            for i in todo:
+                try:
+                    replies[i] = conn.read_response()
+                except NoScriptError:
+                    missing.append(i)
+                except ResponseError as exc:
+                    replies[i] = exc
+        except DROPPED:
+            conn.disconnect()
+            if resend == RESENDS:
+                raise
+            time.sleep(backoff(resend))
+            resend += 1
+            continue
+        except BaseException:
+            conn.disconnect()  # interrupted mid-reply: never reuse the stream
+            raise
+        if missing:
+            if resend == RESENDS:
+                raise NoScriptError(f"{script.sha} is still not loaded after {RESENDS} loads")
+            resend += 1
+            conn.send_command("SCRIPT", "LOAD", script.script)
+            conn.read_response()
+        todo = missing
+    return replies
 
 
 class AsyncCaller:

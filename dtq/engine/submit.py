@@ -11,8 +11,10 @@ from typing import Any
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout
 from dtq.engine.connection import get_client
-from dtq.engine.direct import call_script
+from dtq.engine.direct import call_script, call_script_many
 from dtq.engine.errors import (
+    BulkSubmitError,
+    DtqError,
     IdempotencyConflict,
     IdempotencyInProgress,
     InvalidTaskError,
@@ -24,6 +26,7 @@ from dtq.engine.scripts import Scripts
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
+BULK_CHUNK = 500  # submissions per round trip: bounds what one reply holds in memory
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -137,20 +140,41 @@ def submit(sub: Submission) -> Accepted:
     return interpret(sub, call_script(client, Scripts.of(client).submit, key_list, argv))
 
 
-def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks in one pipelined round trip; each one is still atomic on its own."""
-    client = get_client()
-    scripts = Scripts.of(client)
-    prepared = [prepare(sub) for sub in subs]
-    pipe = client.pipeline(transaction=False)
-    for key_list, argv in prepared:
-        scripts.submit(keys=key_list, args=argv, client=pipe)
-    results: list[Accepted | SubmitError] = []
-    for sub, reply in zip(subs, pipe.execute(), strict=True):
+def prepare_many(subs: Sequence[Submission]) -> list[tuple[list[str], list[Any]]]:
+    """Validate and encode every submission; BulkSubmitError names each invalid item."""
+    prepared: list[tuple[list[str], list[Any]]] = []
+    errors: dict[int, DtqError] = {}
+    for i, sub in enumerate(subs):
         try:
-            results.append(interpret(sub, reply))
-        except SubmitError as exc:
-            results.append(exc)
+            prepared.append(prepare(sub))
+        except (SubmitError, InvalidTaskError) as exc:
+            errors[i] = exc
+    if errors:
+        raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
+    return prepared
+
+
+def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
+    """Accept many tasks, BULK_CHUNK per pipelined round trip; each one atomic on its own.
+
+    Every item is validated before anything is written (BulkSubmitError if any is invalid);
+    a refusal found by the script (a full queue, an idempotency key) is that item's entry.
+    """
+    prepared = prepare_many(subs)
+    client = get_client()
+    script = Scripts.of(client).submit
+    results: list[Accepted | SubmitError] = []
+    for start in range(0, len(prepared), BULK_CHUNK):
+        chunk = prepared[start : start + BULK_CHUNK]
+        replies = call_script_many(client, script, chunk)
+        for sub, reply in zip(subs[start : start + BULK_CHUNK], replies, strict=True):
+            if isinstance(reply, Exception):  # e.g. OOM: this one was not written
+                results.append(SubmitError(f"Redis refused the submission: {reply}"))
+                continue
+            try:
+                results.append(interpret(sub, reply))
+            except SubmitError as exc:
+                results.append(exc)
     return results
 
 
@@ -159,3 +183,10 @@ async def asubmit(sub: Submission) -> Accepted:
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(submit, thread_sensitive=False)(sub)
+
+
+async def asubmit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
+    """Accept many tasks from async code."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(submit_many, thread_sensitive=False)(subs)
