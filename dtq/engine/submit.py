@@ -26,7 +26,7 @@ from dtq.engine.scripts import Scripts
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
-BULK_CHUNK = 500  # submissions per round trip: bounds what one reply holds in memory
+BULK_CHUNK = 500  # submissions per pipelined write: at most two of them await replies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -155,26 +155,23 @@ def prepare_many(subs: Sequence[Submission]) -> list[tuple[list[str], list[Any]]
 
 
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks, BULK_CHUNK per pipelined round trip; each one atomic on its own.
+    """Accept many tasks, pipelined BULK_CHUNK per write; each one atomic on its own.
 
     Every item is validated before anything is written (BulkSubmitError if any is invalid);
     a refusal found by the script (a full queue, an idempotency key) is that item's entry.
     """
     prepared = prepare_many(subs)
     client = get_client()
-    script = Scripts.of(client).submit
+    replies = call_script_many(client, Scripts.of(client).submit, prepared, BULK_CHUNK)
     results: list[Accepted | SubmitError] = []
-    for start in range(0, len(prepared), BULK_CHUNK):
-        chunk = prepared[start : start + BULK_CHUNK]
-        replies = call_script_many(client, script, chunk)
-        for sub, reply in zip(subs[start : start + BULK_CHUNK], replies, strict=True):
-            if isinstance(reply, Exception):  # e.g. OOM: this one was not written
-                results.append(SubmitError(f"Redis refused the submission: {reply}"))
-                continue
-            try:
-                results.append(interpret(sub, reply))
-            except SubmitError as exc:
-                results.append(exc)
+    for sub, reply in zip(subs, replies, strict=True):
+        if isinstance(reply, Exception):  # e.g. OOM: this one was not written
+            results.append(SubmitError(f"Redis refused the submission: {reply}"))
+            continue
+        try:
+            results.append(interpret(sub, reply))
+        except SubmitError as exc:
+            results.append(exc)
     return results
 
 
