@@ -74,8 +74,13 @@ def make_plan(args: argparse.Namespace) -> Plan:
 
 
 def network_plan(args: argparse.Namespace, plan: Plan) -> Plan:
-    """The relay passes: enqueue, drains and latency only (no io, bulk or scaling drains)."""
-    return replace(plan, n=args.network_n or plan.n, io=False, bulk=0, scaling=())
+    """The relay passes: enqueue, drains and latency at the lowest rate only.
+
+    One enqueue per call is round-trip bound through the relay (well under 1,000/s), so the
+    higher rates cannot be paced; io, bulk and scaling drains are loopback figures.
+    """
+    return replace(plan, n=args.network_n or plan.n, io=False, bulk=0, scaling=(),
+                   rates=plan.rates[:1])
 
 
 def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], dict[str, str]]:
