@@ -12,7 +12,7 @@ help:
 	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
 	@echo "make django-suite - run Django's own tests/tasks/ against DtqBackend with real workers"
 	@echo "make lint   - ruff"
-	@echo "make bench  - benchmark dtq against Celery, RQ, Dramatiq, Huey, arq, taskiq, saq (~15 min)"
+	@echo "make bench  - benchmark dtq against django-vtasks, django-tasks-redis, Celery, RQ, Dramatiq, Huey, arq, taskiq, saq"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml

@@ -13,6 +13,7 @@ import sys
 import tempfile
 import time
 import traceback
+from dataclasses import replace
 from typing import Any
 
 BENCH_DIR = os.path.dirname(os.path.abspath(__file__))
@@ -21,6 +22,7 @@ sys.path.insert(0, BENCH_DIR)
 from benchlib import procs, report  # noqa: E402
 from benchlib.phases import Pass, Plan  # noqa: E402
 from benchlib.redis_server import RedisServer  # noqa: E402
+from benchlib.relay import Relay  # noqa: E402
 from systems import ALL, Ctx, System  # noqa: E402
 
 SMOKE_SYSTEMS = ["dtq", "huey", "rq"]
@@ -40,6 +42,16 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--out", default="", help="results directory (default bench/results[/smoke])")
     ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
                     help="first wait up to this long for the 1-min load to drop below cores/2")
+    ap.add_argument("--network", type=float, default=0.0, metavar="DELAY_MS",
+                    help="also measure every system through a relay that holds each "
+                    "client-to-server chunk DELAY_MS (about that much more per round trip)")
+    ap.add_argument("--network-n", type=int, default=0,
+                    help="pre-queued tasks per drain through the relay (default: --n)")
+    ap.add_argument("--scaling", default="", metavar="LIST",
+                    help="worker process counts of the scaling drains, e.g. 1,2,4 "
+                    "(default: 1,2,4 in a full run, none in --smoke)")
+    ap.add_argument("--no-bulk", action="store_true", help="skip the bulk enqueue phase")
+    ap.add_argument("--tag", default="", help="results file name suffix: <date>-<tag>.md")
     return ap.parse_args(argv)
 
 
@@ -52,7 +64,23 @@ def make_plan(args: argparse.Namespace) -> Plan:
         plan = Plan(cores=args.cores)
     if args.n:
         plan.n = args.n
+    if args.scaling:
+        plan.scaling = tuple(int(p) for p in args.scaling.split(",") if p)
+    elif not args.smoke:
+        plan.scaling = (1, 2, 4)
+    if args.no_bulk:
+        plan.bulk = 0
     return plan
+
+
+def network_plan(args: argparse.Namespace, plan: Plan) -> Plan:
+    """The relay passes: enqueue, drains and latency at the lowest rate only.
+
+    One enqueue per call is round-trip bound through the relay (well under 1,000/s), so the
+    higher rates cannot be paced; io, bulk and scaling drains are loopback figures.
+    """
+    return replace(plan, n=args.network_n or plan.n, io=False, bulk=0, scaling=(),
+                   rates=plan.rates[:1])
 
 
 def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], dict[str, str]]:
@@ -72,6 +100,57 @@ def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], di
         else:
             chosen.append(system)
     return chosen, skipped
+
+
+def measure(systems: list[System], server: RedisServer, plan: Plan, runs: int, budget: float,
+            results: dict[str, list[dict[str, Any]]], notes: dict[str, list[str]]) -> int:
+    """Run every system `runs` times, interleaved; returns the number of failed passes."""
+    failures = 0
+    started = time.monotonic()
+    for r in range(runs):
+        elapsed = time.monotonic() - started
+        if r and elapsed / r * (r + 1) > budget:
+            notes.setdefault("run", []).append(
+                f"stopped after {r} run(s): the next would exceed --budget {budget:.0f}s")
+            break
+        for system in systems:
+            server.flush()
+            t0 = time.monotonic()
+            p = Pass(system, server, plan)
+            try:
+                metrics = p.run()
+                failures += p.incomplete > 0
+            except Exception as exc:  # keep going with the other systems
+                failures += 1
+                system.stop()
+                metrics = dict(p.m)
+                p.notes.append(f"failed: {exc}".splitlines()[0][:300])
+                traceback.print_exc()
+                print(system.worker_log_tail(), file=sys.stderr)
+            results.setdefault(system.name, []).append(metrics)
+            notes.setdefault(system.name, []).extend(f"run {r + 1}: {n}" for n in p.notes)
+            print(f"run {r + 1}/{runs} {system.name:15s} {time.monotonic() - t0:5.1f}s "
+                  + json.dumps({k: round(v, 3) if v is not None else None
+                                for k, v in metrics.items()}), flush=True)
+    return failures
+
+
+def rtt_ms(direct_url: str, relay_url: str, pings: int = 200) -> dict[str, float]:
+    """Median PING round trip in ms, straight to the server and through the relay."""
+    import redis
+
+    out = {}
+    for key, url in (("rtt_direct_ms", direct_url), ("rtt_relay_ms", relay_url)):
+        client = redis.Redis.from_url(url, socket_timeout=5)
+        client.ping()
+        lat = []
+        for _ in range(pings):
+            t0 = time.perf_counter()
+            client.ping()
+            lat.append((time.perf_counter() - t0) * 1000.0)
+        client.close()
+        out[key] = sorted(lat)[len(lat) // 2]
+    return out
 
 
 def wait_idle(limit: float, cores: int) -> None:
@@ -97,7 +176,11 @@ def main(argv: list[str] | None = None) -> int:
     started = time.monotonic()
     results: dict[str, list[dict[str, Any]]] = {}
     notes: dict[str, list[str]] = {}
+    net_results: dict[str, list[dict[str, Any]]] = {}
+    net_notes: dict[str, list[str]] = {}
+    net_meta: dict[str, float] = {}
     systems: list[System] = []
+    net_systems: list[System] = []
     skipped: dict[str, str] = {}
     try:
         server.start()
@@ -106,31 +189,23 @@ def main(argv: list[str] | None = None) -> int:
         ctx = Ctx(bench_dir=BENCH_DIR, run_dir=run_dir, redis_url=server.url,
                   concurrency=args.concurrency, lifetime=300.0)
         systems, skipped = select_systems(args, ctx)
-        for r in range(runs):
-            elapsed = time.monotonic() - started
-            if r and elapsed / r * (r + 1) > args.budget:
-                notes.setdefault("run", []).append(
-                    f"stopped after {r} run(s): the next would exceed --budget {args.budget:.0f}s")
-                break
-            for system in systems:
-                server.flush()
-                t0 = time.monotonic()
-                p = Pass(system, server, plan)
-                try:
-                    metrics = p.run()
-                    failures += p.incomplete > 0
-                except Exception as exc:  # keep going with the other systems
-                    failures += 1
+        failures += measure(systems, server, plan, runs, args.budget, results, notes)
+        if args.network > 0:
+            relay = Relay(run_dir, server.port, args.network, lifetime=args.budget * 2 + 300)
+            relay.start()
+            try:
+                net_meta = {"delay_ms": args.network, **rtt_ms(server.url, relay.url)}
+                print(f"relay on port {relay.port}: {net_meta}", flush=True)
+                net_dir = os.path.join(run_dir, "relay")  # worker logs apart from loopback's
+                os.makedirs(net_dir, exist_ok=True)
+                net_ctx = replace(ctx, redis_url=relay.url, run_dir=net_dir)
+                net_systems = [type(system)(net_ctx) for system in systems]
+                failures += measure(net_systems, server, network_plan(args, plan), runs,
+                                    args.budget, net_results, net_notes)
+            finally:
+                for system in net_systems:
                     system.stop()
-                    metrics = dict(p.m)
-                    p.notes.append(f"failed: {exc}".splitlines()[0][:300])
-                    traceback.print_exc()
-                    print(system.worker_log_tail(), file=sys.stderr)
-                results.setdefault(system.name, []).append(metrics)
-                notes.setdefault(system.name, []).extend(f"run {r + 1}: {n}" for n in p.notes)
-                print(f"run {r + 1}/{runs} {system.name:15s} {time.monotonic() - t0:5.1f}s "
-                      + json.dumps({k: round(v, 3) if v is not None else None
-                                    for k, v in metrics.items()}), flush=True)
+                relay.stop()
         redis_version = server.version()
     finally:
         for system in systems:
@@ -140,7 +215,11 @@ def main(argv: list[str] | None = None) -> int:
     out_dir = args.out or os.path.join(BENCH_DIR, "results", "smoke" if args.smoke else "")
     meta = {"date": datetime.date.today().isoformat(), "runs": runs, "plan": plan,
             "concurrency": args.concurrency, "redis": redis_version, "smoke": args.smoke,
-            "seconds": time.monotonic() - started, "python": sys.version.split()[0]}
+            "seconds": time.monotonic() - started, "python": sys.version.split()[0],
+            "tag": args.tag}
+    if net_results:
+        meta["network"] = {**net_meta, "results": net_results, "notes": net_notes,
+                           "n": network_plan(args, plan).n}
     md, png = report.write(out_dir, meta, systems, skipped, results, notes)
     print(f"wrote {md} and {png} in {meta['seconds']:.0f}s", flush=True)
     if failures:

@@ -1,6 +1,7 @@
 """dtq: a Redis-backed task queue for Django with at-least-once delivery."""
 
 from dtq.engine.errors import (
+    BulkSubmitError,
     DtqError,
     NotInDeadLetterQueue,
     OperationInProgress,
@@ -19,6 +20,7 @@ from dtq.result import TaskResult
 from dtq.task import Task, TaskContext, task
 
 __all__ = [
+    "BulkSubmitError",
     "DtqError",
     "NotInDeadLetterQueue",
     "OperationInProgress",

@@ -7,6 +7,7 @@
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterable, Mapping, Sequence
 from datetime import UTC, datetime
 from functools import partial
 from typing import Any
@@ -39,7 +40,7 @@ from dtq.djtasks import (
     result_from_record,
 )
 from dtq.engine import ids, records, registry
-from dtq.engine.errors import InvalidTaskError
+from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME, check_queue_name
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
@@ -48,8 +49,11 @@ from dtq.engine.submit import (
     Accepted,
     Submission,
     asubmit,
+    asubmit_many,
     prepare,
+    prepare_many,
     submit,
+    submit_many,
 )
 
 __all__ = [
@@ -61,10 +65,13 @@ __all__ = [
     "DtqTaskError",
     "DtqTaskResult",
     "UnresolvedException",
+    "aenqueue_many",
+    "enqueue_many",
     "result_from_record",
 ]
 
 log = logging.getLogger("dtq.backends")
+Call = tuple[Sequence[Any], Mapping[str, Any]]  # (args, kwargs) of one run, for enqueue_many
 OPTIONS = {"ENQUEUE_ON_COMMIT": False, "DATABASE": DEFAULT_DB_ALIAS}
 
 
@@ -253,6 +260,70 @@ class DtqBackend(_DtqOptions):
         await task_enqueued.asend(type(self), task_result=result)
         return result
 
+    def enqueue_many(self, task: Task, calls: Iterable[Call]) -> list[DtqTaskResult]:
+        """Submit one run per (args, kwargs) pair, pipelined (at commit with ENQUEUE_ON_COMMIT).
+
+        Every item is validated before anything is written; BulkSubmitError names the
+        refused items (dtq.errors), and holds the results of the accepted ones.
+        """
+        self.validate_task(task)
+        if self.on_commit_default:
+            return self._enqueue_many_on_commit(task, calls)
+        subs = _submissions(task, calls)
+        results = self._bulk_results(task, subs, submit_many(subs))
+        for result in results:
+            task_enqueued.send(type(self), task_result=result)
+        return results
+
+    async def aenqueue_many(self, task: Task, calls: Iterable[Call]) -> list[DtqTaskResult]:
+        """Submit one run per (args, kwargs) pair from async code."""
+        self.validate_task(task)
+        if self.on_commit_default:
+            enqueue = sync_to_async(self._enqueue_many_on_commit, thread_sensitive=True)
+            return await enqueue(task, calls)
+        subs = _submissions(task, calls)
+        results = self._bulk_results(task, subs, await asubmit_many(subs))
+        for result in results:
+            await task_enqueued.asend(type(self), task_result=result)
+        return results
+
+    def _enqueue_many_on_commit(self, task: Task, calls: Iterable[Call]) -> list[DtqTaskResult]:
+        subs = _submissions(task, calls, new_ids=True)
+        prepare_many(subs)  # a bad argument fails here, not at commit
+        results = [
+            self._accepted(task, sub, Accepted(str(sub.task_id), _first_state(sub)), False)
+            for sub in subs
+        ]
+        self.on_commit(task, partial(self._submit_many_committed, results, subs))
+        return results
+
+    def _submit_many_committed(self, results: list[DtqTaskResult], subs: list[Submission]) -> None:
+        for result, outcome in zip(results, submit_many(subs), strict=True):
+            if isinstance(outcome, SubmitError):
+                log.error(
+                    "task_id=%s: not enqueued after its transaction committed: %s",
+                    result.id,
+                    outcome,
+                )
+                continue
+            object.__setattr__(result, "enqueued_at", timezone.now())
+            task_enqueued.send(type(self), task_result=result)
+
+    def _bulk_results(
+        self, task: Task, subs: list[Submission], outcomes: list[Accepted | SubmitError]
+    ) -> list[DtqTaskResult]:
+        results: list[Any] = []
+        errors: dict[int, DtqError] = {}
+        for i, (sub, outcome) in enumerate(zip(subs, outcomes, strict=True)):
+            if isinstance(outcome, SubmitError):
+                errors[i] = outcome
+                results.append(None)
+            else:
+                results.append(self._accepted(task, sub, outcome))
+        if errors:
+            raise BulkSubmitError(errors, results, submitted=True)
+        return results
+
     def enqueue_on_commit(self, task: Task, args: Any, kwargs: Any) -> DtqTaskResult:
         """Return a READY result now; submit it when the transaction commits, never on rollback.
 
@@ -261,8 +332,7 @@ class DtqBackend(_DtqOptions):
         self.validate_task(task)
         sub = submission(task, args, kwargs, task_id=ids.new_id(0))
         prepare(sub)  # validate and encode now: a bad argument fails here, not at commit
-        state = TaskState.PENDING if sub.delay else TaskState.QUEUED
-        result = self._accepted(task, sub, Accepted(str(sub.task_id), state), enqueued=False)
+        result = self._accepted(task, sub, Accepted(str(sub.task_id), _first_state(sub)), False)
         self.on_commit(task, partial(self._submit_committed, result, sub))
         return result
 
@@ -330,6 +400,48 @@ class DtqBackend(_DtqOptions):
     async def aget_result(self, result_id: str) -> DtqTaskResult:
         """Read a task's result from Redis, from async code."""
         return await sync_to_async(self.get_result, thread_sensitive=False)(result_id)
+
+
+def enqueue_many(task: Task, calls: Iterable[Call]) -> list[TaskResult]:
+    """Enqueue one run of a django task per (args, kwargs) pair on the task's backend.
+
+    On DtqBackend it is one pipelined batch (DtqBackend.enqueue_many); on any other backend
+    each call is an ordinary enqueue().
+    """
+    backend = task.get_backend()
+    if isinstance(backend, DtqBackend):
+        return list(backend.enqueue_many(task, calls))
+    return [task.enqueue(*args, **kwargs) for args, kwargs in calls]
+
+
+async def aenqueue_many(task: Task, calls: Iterable[Call]) -> list[TaskResult]:
+    """Enqueue one run of a django task per (args, kwargs) pair from async code."""
+    backend = task.get_backend()
+    if isinstance(backend, DtqBackend):
+        return list(await backend.aenqueue_many(task, calls))
+    return [await task.aenqueue(*args, **kwargs) for args, kwargs in calls]
+
+
+def _submissions(task: Task, calls: Iterable[Call], new_ids: bool = False) -> list[Submission]:
+    """Build the submissions of a bulk enqueue, checking each item's shape."""
+    if getattr(task, "idempotency_key", None) is not None:
+        raise InvalidTask("an idempotency key names one submission: use enqueue()")
+    subs = []
+    for i, call in enumerate(calls):
+        if not (isinstance(call, tuple | list) and len(call) == 2):
+            raise InvalidTask(f"item {i}: expected an (args, kwargs) pair, got {call!r}")
+        args, kwargs = call
+        if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping):
+            raise InvalidTask(
+                f"item {i}: expected (a tuple or list of arguments, a dict of keyword "
+                f"arguments), got ({type(args).__name__}, {type(kwargs).__name__})"
+            )
+        subs.append(submission(task, args, kwargs, task_id=ids.new_id(0) if new_ids else None))
+    return subs
+
+
+def _first_state(sub: Submission) -> TaskState:
+    return TaskState.PENDING if sub.delay else TaskState.QUEUED
 
 
 class DtqImmediateBackend(_DtqOptions, ImmediateBackend):  # type: ignore[misc]

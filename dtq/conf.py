@@ -56,7 +56,7 @@ DEFAULTS: dict[str, Any] = {
     # REST API (dtq.api)
     "METRICS_TOKEN": None,  # bearer token that may read /metrics and ready/ without a user
     "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
-    "API_SUBMIT_THROTTLE": None,  # DRF rate for POST tasks/ per user, e.g. "100/minute"
+    "API_SUBMIT_THROTTLE": None,  # DRF rate of API task submissions per user, e.g. "100/minute"
     "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
     # Live events websocket (dtq.consumers)
     "LIVE_RECHECK_INTERVAL": 30.0,  # seconds between two checks that a socket's user may watch

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import inspect
-from collections.abc import Callable
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
@@ -13,12 +13,20 @@ from django.utils import timezone
 from dtq.conf import dtq_settings
 from dtq.engine import registry
 from dtq.engine.declared import task_queues
-from dtq.engine.errors import InvalidTaskError, PermanentError, UnknownQueue
+from dtq.engine.errors import (
+    BulkSubmitError,
+    DtqError,
+    InvalidTaskError,
+    PermanentError,
+    SubmitError,
+    UnknownQueue,
+)
 from dtq.engine.keys import check_queue_name
-from dtq.engine.submit import Accepted, Submission, asubmit, submit
+from dtq.engine.submit import Accepted, Submission, asubmit, asubmit_many, submit, submit_many
 from dtq.result import TaskResult
 
 _UNSET: Any = object()
+Call = tuple[Sequence[Any], Mapping[str, Any]]  # (args, kwargs) of one run, for enqueue_many
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -136,6 +144,47 @@ class Task:
     async def aenqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task from async code."""
         return self._result(await asubmit(self.submission(args, kwargs)))
+
+    def enqueue_many(self, calls: Iterable[Call]) -> list[TaskResult]:
+        """Submit one run per (args, kwargs) pair, pipelined; results in the same order.
+
+        Every item is validated before anything is written. BulkSubmitError names the items
+        refused (invalid: nothing was submitted; a full queue: the others were accepted).
+        """
+        return self._results(submit_many(self._submissions(calls)))
+
+    async def aenqueue_many(self, calls: Iterable[Call]) -> list[TaskResult]:
+        """Submit one run per (args, kwargs) pair from async code."""
+        return self._results(await asubmit_many(self._submissions(calls)))
+
+    def _submissions(self, calls: Iterable[Call]) -> list[Submission]:
+        if self.idempotency_key is not None:
+            raise InvalidTaskError("an idempotency key names one submission: use enqueue()")
+        subs = []
+        for i, call in enumerate(calls):
+            if not (isinstance(call, tuple | list) and len(call) == 2):
+                raise InvalidTaskError(f"item {i}: expected an (args, kwargs) pair, got {call!r}")
+            args, kwargs = call
+            if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping):
+                raise InvalidTaskError(
+                    f"item {i}: expected (a tuple or list of arguments, a dict of keyword "
+                    f"arguments), got ({type(args).__name__}, {type(kwargs).__name__})"
+                )
+            subs.append(self.submission(tuple(args), dict(kwargs)))
+        return subs
+
+    def _results(self, outcomes: list[Accepted | SubmitError]) -> list[TaskResult]:
+        results: list[Any] = []
+        errors: dict[int, DtqError] = {}
+        for i, outcome in enumerate(outcomes):
+            if isinstance(outcome, SubmitError):
+                errors[i] = outcome
+                results.append(None)
+            else:
+                results.append(self._result(outcome))
+        if errors:
+            raise BulkSubmitError(errors, results, submitted=True)
+        return results
 
     def _result(self, accepted: Accepted) -> TaskResult:
         state = accepted.state or "QUEUED"

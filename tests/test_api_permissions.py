@@ -25,6 +25,7 @@ ENDPOINTS = [
     ("view", "GET", "/metrics", None),
     ("audit", "GET", "/api/audit/", None),
     ("submit", "POST", "/api/tasks/", {"task": RECORD}),
+    ("submit", "POST", "/api/tasks/bulk/", {"tasks": [{"task": RECORD}]}),
     ("cancel", "POST", f"/api/tasks/{TASK}/cancel/", {}),
     ("replay", "POST", f"/api/dlq/{TASK}/replay/", {}),
     ("replay", "POST", "/api/dlq/replay/", {"queue": "tests"}),

@@ -25,6 +25,9 @@ class Plan:
     rates: tuple[tuple[int, float], ...] = ((100, 4.0), (1000, 2.0))  # (tasks/s, seconds)
     drain_timeout: float = 40.0
     settle: float = 0.3      # let late acks/finalizes reach Redis before reading stats
+    bulk: int = 500          # tasks per bulk enqueue call (systems with a bulk API); 0: skip
+    scaling: tuple[int, ...] = ()  # worker process counts of the scaling drains
+    io: bool = True          # run the 1 ms-io drains
 
 
 class Pass:
@@ -66,7 +69,12 @@ class Pass:
         try:
             self._noop_one_process()
             self._noop_all_cores_and_latency()
-            self._io_drains()
+            if self.plan.io:
+                self._io_drains()
+            if self.plan.bulk and self.sys.bulk_api:
+                self._bulk_enqueue()
+            for processes in self.plan.scaling:
+                self._scaling_drain(processes)
         finally:
             self.sys.stop()
         self.m["duplicates"] = float(self.sys.duplicates)
@@ -77,19 +85,23 @@ class Pass:
         """(a) enqueue rate, (b) 1-process drain, (d) commands, (e) memory."""
         p, n = self.plan, self.plan.n
         seqs = self._seqs(n)
-        c0, r0 = self.server.snapshot()
+        s0 = self.server.snapshot()
         self.m["enqueue"] = self.sys.enqueue_many(seqs.start, n)["rate"]
-        c1, r1 = self.server.snapshot()
+        s1 = self.server.snapshot()
         self.sys.start_worker(1)
         self._drain("drain_1p", seqs)
         time.sleep(p.settle)
-        c2, r2 = self.server.snapshot()
-        self.m["cmds_enqueue"] = (c1 - c0) / n
-        self.m["cmds_worker"] = (c2 - c1) / n
-        self.m["rtt_enqueue"] = (r1 - r0 - 1) / n
-        self.m["rtt_worker"] = (r2 - r1 - 1) / n
-        self.m["cmds_total"] = (c2 - c0) / n
-        self.m["rtt_total"] = (r2 - r0 - 2) / n
+        s2 = self.server.snapshot()
+        self.m["cmds_enqueue"] = (s1.calls - s0.calls) / n
+        self.m["cmds_worker"] = (s2.calls - s1.calls) / n
+        self.m["rtt_enqueue"] = (s1.reads - s0.reads - 1) / n
+        self.m["rtt_worker"] = (s2.reads - s1.reads - 1) / n
+        self.m["cmds_total"] = (s2.calls - s0.calls) / n
+        self.m["rtt_total"] = (s2.reads - s0.reads - 2) / n
+        # Redis runs commands on one core: its CPU per task caps the whole fleet.
+        self.m["cpu_enqueue"] = (s1.cpu - s0.cpu) / n * 1e6
+        self.m["cpu_worker"] = (s2.cpu - s1.cpu) / n * 1e6
+        self.m["cpu_total"] = (s2.cpu - s0.cpu) / n * 1e6
         self.m["rss_1p"], self.m["pss_1p"] = procs.memory_mb(self.sys.worker_pids())
         self.sys.stop()
 
@@ -130,3 +142,31 @@ class Pass:
             self.sys.start_worker(procs_n)
             self._drain(key, seqs)
             self.sys.stop()
+
+    def _bulk_enqueue(self) -> None:
+        """(a') enqueue through the system's public bulk call, then drain what it sent."""
+        p = self.plan
+        seqs = self._seqs(p.n)
+        s0 = self.server.snapshot()
+        self.m["enqueue_bulk"] = self.sys.enqueue_many(seqs.start, p.n, bulk=p.bulk)["rate"]
+        s1 = self.server.snapshot()
+        self.m["cpu_enqueue_bulk"] = (s1.cpu - s0.cpu) / p.n * 1e6
+        self.sys.start_worker(1)
+        self._drain("drain_bulk", seqs)  # what a bulk call accepted must run like the rest
+        self.sys.stop()
+
+    def _scaling_drain(self, processes: int) -> None:
+        """(f) drain with `processes` worker processes; Redis CPU use while it drains."""
+        seqs = self._seqs(self.plan.n)
+        self.sys.enqueue_many(seqs.start, self.plan.n)
+        s0 = self.server.snapshot()
+        self.sys.start_worker(processes)
+        ok = self._drain(f"scale{processes}", seqs)
+        s1 = self.server.snapshot()
+        self.sys.stop()
+        rate = self.m.get(f"scale{processes}")
+        if ok and rate:
+            # Redis CPU per task while draining, at the steady-state rate: the share of one
+            # core Redis needs for this throughput (start-up time does not dilute it).
+            per_task = (s1.cpu - s0.cpu) / len(seqs)
+            self.m[f"scale{processes}_redis_pct"] = rate * per_task * 100.0

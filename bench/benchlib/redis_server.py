@@ -39,6 +39,16 @@ def free_port() -> int:
             return port
 
 
+@dataclass(frozen=True)
+class Snapshot:
+    """Counters of the server at one moment (INFO commandstats, stats and cpu)."""
+
+    calls: int      # commands run, those inside scripts included, harness commands excluded
+    reads: int      # total_reads_processed: one per request (a pipeline or a script call)
+    cpu: float      # used_cpu_user + used_cpu_sys, seconds: all of the server's threads
+    at: float       # time.monotonic() when it was taken
+
+
 @dataclass
 class RedisServer:
     """Starts redis-server with --save '' --appendonly no; stop() kills it by its recorded pid."""
@@ -82,13 +92,14 @@ class RedisServer:
         assert self.client is not None
         self.client.flushall()
 
-    def snapshot(self) -> tuple[int, int]:
-        """(calls of non-harness commands, read events) so far, from one INFO call."""
+    def snapshot(self) -> Snapshot:
+        """Commands, read events and CPU seconds of the server so far, from one INFO call."""
         assert self.client is not None
         info = self.client.info("all")
         calls = sum(int(v["calls"]) for k, v in info.items()
                     if k.startswith("cmdstat_") and k[8:].split("|")[0] not in IGNORED_COMMANDS)
-        return calls, int(info["total_reads_processed"])
+        cpu = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
+        return Snapshot(calls, int(info["total_reads_processed"]), cpu, time.monotonic())
 
     def version(self) -> str:
         """redis_version reported by the server."""

@@ -11,10 +11,13 @@ from systems.huey import Huey
 from systems.rq import Rq
 from systems.saq import Saq
 from systems.taskiq import Taskiq
+from systems.tasks_redis import TasksRedis
+from systems.vtasks import Vtasks
 
 ALL: dict[str, type[System]] = {
     cls.name: cls
-    for cls in (Dtq, CeleryPrefork, CeleryThreads, Rq, Dramatiq, Huey, Arq, Taskiq, Saq)
+    for cls in (Dtq, Vtasks, TasksRedis, CeleryPrefork, CeleryThreads, Rq, Dramatiq, Huey, Arq,
+                Taskiq, Saq)
 }
 
 __all__ = ["ALL", "Ctx", "System"]

@@ -39,6 +39,7 @@ class System:
     config: ClassVar[str]
     at_least_once: ClassVar[str]
     scale: ClassVar[float] = 1.0  # fraction of the plan's task counts (slow systems use less)
+    bulk_api: ClassVar[str] = ""  # the public bulk enqueue call, if the system has one
 
     def __init__(self, ctx: Ctx) -> None:
         self.ctx = ctx
@@ -93,11 +94,15 @@ class System:
         return None if rc == 0 else (out.strip().splitlines() or ["import failed"])[-1]
 
     def enqueue_many(self, seq0: int, n: int, kind: str = "noop", rate: float = 0.0,
-                     timeout: float = 120.0) -> dict[str, float]:
-        """Enqueue tasks seq0..seq0+n-1 from one producer process; returns its JSON report."""
+                     timeout: float = 120.0, bulk: int = 0) -> dict[str, float]:
+        """Enqueue tasks seq0..seq0+n-1 from one producer process; returns its JSON report.
+
+        bulk > 0: through the system's public bulk call, `bulk` tasks per call (only for
+        systems with `bulk_api`).
+        """
         args = [sys.executable, os.path.join(self.ctx.bench_dir, "produce.py"), "--app",
                 self.workload, "--seq0", str(seq0), "--n", str(n), "--kind", kind,
-                "--rate", str(rate)]
+                "--rate", str(rate), "--bulk", str(bulk)]
         rc, out = self._run(args, timeout, "produce")
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if rc != 0 or not lines:

@@ -20,6 +20,10 @@ class Producer:
         """Submit one task."""
         noop.enqueue(seq, ts, kind)
 
+    def enqueue_bulk(self, items: list[tuple[int, float, str]]) -> None:
+        """Submit many tasks with the public Task.enqueue_many (pipelined)."""
+        noop.enqueue_many([(item, {}) for item in items])
+
     def close(self) -> None:
         """Nothing to release."""
 

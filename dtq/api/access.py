@@ -72,6 +72,23 @@ class SubmitThrottle(UserRateThrottle):
     def get_rate(self) -> str | None:
         return dtq_settings.API_SUBMIT_THROTTLE
 
+    def allow_tasks(self, request: Request, view: Any, count: int) -> bool:
+        """Like allow_request, for `count` submissions at once: a bulk request counts each."""
+        if self.rate is None:
+            return True
+        self.key = self.get_cache_key(request, view)
+        if self.key is None:
+            return True
+        self.history = self.cache.get(self.key, [])
+        self.now = self.timer()
+        while self.history and self.history[-1] <= self.now - self.duration:
+            self.history.pop()
+        if len(self.history) + count > self.num_requests:
+            return self.throttle_failure()
+        self.history[:0] = [self.now] * count
+        self.cache.set(self.key, self.history, self.duration)
+        return True
+
 
 class ReadThrottle(UserRateThrottle):
     """Throttle reads per user (or client address) at DTQ['API_READ_THROTTLE'].

@@ -15,6 +15,7 @@ from dtq.engine.records import MAX_PAGE
 from dtq.engine.state import TaskState
 
 MAX_SECONDS = 10 * 366 * 86400  # timeouts and TTLs beyond ten years are surely mistakes
+MAX_BULK_TASKS = 500  # submissions per bulk request: bounds its time and its reply
 AUDIT_ACTIONS = ("cancel", "pause", "resume", "replay", "discard", "dlq_purge", "purge")
 
 
@@ -60,9 +61,24 @@ class SubmitRequest(serializers.Serializer):
 
     def overrides(self) -> dict[str, Any]:
         """Return the options to apply with Task.using()."""
-        data = self.validated_data
-        names = ("queue_name", "priority", "max_attempts", "timeout", "ttl", "run_after")
-        return {name: data[name] for name in names if name in data}
+        return submit_overrides(self.validated_data)
+
+
+def submit_overrides(data: dict[str, Any]) -> dict[str, Any]:
+    """Return the options of one validated submit request to apply with Task.using()."""
+    names = ("queue_name", "priority", "max_attempts", "timeout", "ttl", "run_after")
+    return {name: data[name] for name in names if name in data}
+
+
+class BulkSubmitRequest(serializers.Serializer):
+    """Many task submissions at once, each one shaped like a single submit request."""
+
+    tasks = SubmitRequest(
+        many=True,
+        allow_empty=False,
+        max_length=MAX_BULK_TASKS,
+        help_text=f"1-{MAX_BULK_TASKS} submissions, accepted in this order",
+    )
 
 
 class PageQuery(serializers.Serializer):

@@ -54,6 +54,12 @@ class SubmitResult(serializers.Serializer):
     url = serializers.CharField()
 
 
+class BulkSubmitResult(serializers.Serializer):
+    """The accepted tasks of a bulk submission, in the order they were sent."""
+
+    results = SubmitResult(many=True)
+
+
 class TaskSummary(serializers.Serializer):
     """A task in a list."""
 

@@ -43,6 +43,7 @@ def pack_evalsha(script: Any, keys: list[Any], args: list[Any]) -> list[bytes]:
 
 
 _pinned = threading.local()
+Call = tuple[list[Any], list[Any]]  # (KEYS, ARGV) of one script call
 
 
 def _own_connection(pool: Any) -> Any:
@@ -87,6 +88,75 @@ def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> A
         except BaseException:
             conn.disconnect()  # interrupted mid-reply: never reuse the stream
             raise
+
+
+def call_script_many(client: Any, script: Any, calls: list[Call], window: int = 500) -> list[Any]:
+    """Run a registered script once per (keys, args), pipelined `window` calls per write.
+
+    The next window is packed and sent before the replies of the last one are read, so the
+    client's work overlaps the server's and at most two windows of replies are held.
+    Replies come back in order; an error reply is returned as its exception, not raised.
+    Calls answered NOSCRIPT did not run: the script is loaded and only they are sent again.
+    After a dropped connection every call of the round is sent again (every hot script is
+    safe to receive twice).
+    """
+    conn = _own_connection(client.connection_pool)
+    replies: list[Any] = [None] * len(calls)
+    todo = list(range(len(calls)))
+    resend = 0
+    while todo:
+        missing: list[int] = []
+        try:
+            _send_windows(conn, script, calls, todo, window, replies, missing)
+        except DROPPED:
+            conn.disconnect()
+            if resend == RESENDS:
+                raise
+            time.sleep(backoff(resend))
+            resend += 1
+            continue
+        except BaseException:
+            conn.disconnect()  # interrupted mid-reply: never reuse the stream
+            raise
+        if missing:
+            if resend == RESENDS:
+                raise NoScriptError(f"{script.sha} is still not loaded after {RESENDS} loads")
+            resend += 1
+            conn.send_command("SCRIPT", "LOAD", script.script)
+            conn.read_response()
+        todo = missing
+    return replies
+
+
+def _send_windows(
+    conn: Any,
+    script: Any,
+    calls: list[Call],
+    todo: list[int],
+    window: int,
+    replies: list[Any],
+    missing: list[int],
+) -> None:
+    """Send the calls of todo a window at a time, reading each window's replies one later."""
+    in_flight: list[list[int]] = []
+    for start in range(0, len(todo), window):
+        batch = todo[start : start + window]
+        conn.send_packed_command([b for i in batch for b in pack_evalsha(script, *calls[i])])
+        in_flight.append(batch)
+        if len(in_flight) > 1:
+            _read_replies(conn, in_flight.pop(0), replies, missing)
+    for batch in in_flight:
+        _read_replies(conn, batch, replies, missing)
+
+
+def _read_replies(conn: Any, batch: list[int], replies: list[Any], missing: list[int]) -> None:
+    for i in batch:
+        try:
+            replies[i] = conn.read_response()
+        except NoScriptError:
+            missing.append(i)
+        except ResponseError as exc:
+            replies[i] = exc
 
 
 class AsyncCaller:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import Any
+
 
 class DtqError(Exception):
     """Root of dtq's exceptions; never raised itself."""
@@ -60,6 +62,25 @@ class IdempotencyInProgress(SubmitError):
         super().__init__(f"idempotency key {key!r} is in progress as task {task_id}")
         self.key = key
         self.task_id = task_id
+
+
+class BulkSubmitError(SubmitError):
+    """Raised when items of a bulk submission were refused; `errors` maps each item to why.
+
+    `results` holds what was accepted, by item index (None where refused): the accepted
+    tasks stay accepted. When validation refused an item, nothing at all was submitted.
+    """
+
+    def __init__(self, errors: dict[int, DtqError], results: list[Any], submitted: bool) -> None:
+        shown = "; ".join(f"item {i}: {exc}" for i, exc in list(errors.items())[:3])
+        more = f" (and {len(errors) - 3} more)" if len(errors) > 3 else ""
+        outcome = f"{len(results) - len(errors)} accepted" if submitted else "nothing was submitted"
+        super().__init__(
+            f"{len(errors)} of {len(results)} submissions refused, {outcome}: {shown}{more}"
+        )
+        self.errors = errors
+        self.results = results
+        self.submitted = submitted
 
 
 class TaskNotFound(DtqError):

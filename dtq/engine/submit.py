@@ -14,8 +14,10 @@ from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.direct import call_script
+from dtq.engine.direct import call_script, call_script_many
 from dtq.engine.errors import (
+    BulkSubmitError,
+    DtqError,
     IdempotencyConflict,
     IdempotencyInProgress,
     InvalidTaskError,
@@ -27,6 +29,7 @@ from dtq.engine.scripts import Scripts
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
+BULK_CHUNK = 500  # submissions per pipelined write: at most two of them await replies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -149,21 +152,34 @@ def submit(sub: Submission) -> Accepted:
     return interpret(sub, reply)
 
 
+def prepare_many(subs: Sequence[Submission]) -> list[tuple[list[str], list[Any]]]:
+    """Validate and encode every submission; BulkSubmitError names each invalid item."""
+    prepared: list[tuple[list[str], list[Any]]] = []
+    errors: dict[int, DtqError] = {}
+    for i, sub in enumerate(subs):
+        try:
+            prepared.append(prepare(sub))
+        except (SubmitError, InvalidTaskError) as exc:
+            errors[i] = exc
+    if errors:
+        raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
+    return prepared
+
+
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks in one pipelined round trip; each one is still atomic on its own."""
+    """Accept many tasks, pipelined BULK_CHUNK per write; each one atomic on its own.
+
+    Every item is validated before anything is written (BulkSubmitError if any is invalid);
+    a refusal found by the script (a full queue, an idempotency key) is that item's entry.
+    """
+    prepared = prepare_many(subs)
     client = get_client()
-    scripts = Scripts.of(client)
-    prepared = [prepare(sub) for sub in subs]
-    pipe = client.pipeline(transaction=False)
-    for key_list, argv in prepared:
-        scripts.submit(keys=key_list, args=argv, client=pipe)
+    replies = call_script_many(client, Scripts.of(client).submit, prepared, BULK_CHUNK)
     results: list[Accepted | SubmitError] = []
-    for sub, reply in zip(subs, pipe.execute(raise_on_error=False), strict=True):
-        if isinstance(reply, Exception):
+    for sub, reply in zip(subs, replies, strict=True):
+        if isinstance(reply, Exception):  # e.g. OOM: this one was not written
             refused = refusals.as_submit_error(reply)
-            if refused is None:
-                raise reply
-            results.append(refused)
+            results.append(refused or SubmitError(f"Redis refused the submission: {reply}"))
             continue
         try:
             results.append(interpret(sub, reply))
@@ -177,3 +193,10 @@ async def asubmit(sub: Submission) -> Accepted:
     from asgiref.sync import sync_to_async
 
     return await sync_to_async(submit, thread_sensitive=False)(sub)
+
+
+async def asubmit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
+    """Accept many tasks from async code."""
+    from asgiref.sync import sync_to_async
+
+    return await sync_to_async(submit_many, thread_sensitive=False)(subs)

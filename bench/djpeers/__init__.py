@@ -1,0 +1,1 @@
+"""Django settings for the django.tasks backends under test (django-vtasks, django-tasks-redis)."""

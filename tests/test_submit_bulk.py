@@ -1,0 +1,123 @@
+"""Bulk submission: Task.enqueue_many / aenqueue_many over the pipelined submit path."""
+
+import asyncio
+
+import pytest
+
+import dtq
+from dtq.engine import direct
+from dtq.engine.errors import InvalidTaskError, PayloadError
+from tests.testapp import tasks
+
+
+def _stream_len(dtq_env) -> int:
+    return int(dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1"))
+
+
+def _refreshed(result):
+    result.refresh()
+    return result
+
+
+def test_enqueue_many_accepts_every_call_in_order(dtq_env):
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(3)] + [((), {"value": 9})])
+    assert [r.state for r in results] == [dtq.TaskState.QUEUED] * 4
+    assert len({r.id for r in results}) == 4
+    payloads = [_refreshed(r).record["payload"] for r in results]
+    assert payloads == [{"args": [i], "kwargs": {}} for i in range(3)] + [
+        {"args": [], "kwargs": {"value": 9}}
+    ]
+    assert _stream_len(dtq_env) == 4
+    assert dtq_env.stats()["active"] == 4
+
+
+def test_enqueue_many_of_nothing_is_a_no_op(dtq_env):
+    assert tasks.record.enqueue_many([]) == []
+
+
+def test_enqueue_many_spans_several_round_trips(dtq_env, monkeypatch):
+    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", 7)
+    results = tasks.record.enqueue_many(((i,), {}) for i in range(20))
+    assert len(results) == 20
+    assert _stream_len(dtq_env) == 20
+
+
+def test_one_invalid_item_submits_nothing_and_names_it(dtq_env):
+    calls = [((1,), {}), ((object(),), {}), ((2,), {}), (("x" * 200,), {})]
+    dtq_env.configure(MAX_PAYLOAD_BYTES=100)
+    with pytest.raises(dtq.BulkSubmitError, match="nothing was submitted") as info:
+        tasks.record.enqueue_many(calls)
+    assert sorted(info.value.errors) == [1, 3]
+    assert isinstance(info.value.errors[1], PayloadError)
+    assert "JSON-serializable" in str(info.value.errors[1])
+    assert "item 3" in str(info.value)
+    assert info.value.results == [None] * 4
+    assert _stream_len(dtq_env) == 0
+
+
+@pytest.mark.parametrize(
+    "call, message",
+    [
+        ((1, 2, 3), "expected an \\(args, kwargs\\) pair"),
+        ("ab", "expected an \\(args, kwargs\\) pair"),
+        ((1, {}), "got \\(int, dict\\)"),
+        (((1,), [2]), "got \\(tuple, list\\)"),
+    ],
+)
+def test_malformed_items_are_refused_before_any_write(dtq_env, call, message):
+    with pytest.raises(InvalidTaskError, match="item 1: .*" + message):
+        tasks.record.enqueue_many([((1,), {}), call])
+    assert _stream_len(dtq_env) == 0
+
+
+def test_an_idempotency_key_is_refused_in_bulk(dtq_env):
+    with pytest.raises(InvalidTaskError, match="use enqueue"):
+        tasks.record.using(idempotency_key="k1").enqueue_many([((1,), {})])
+
+
+def test_a_full_queue_refuses_the_rest_and_keeps_the_accepted(dtq_env):
+    dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 2})
+    with pytest.raises(dtq.BulkSubmitError, match="2 of 4 submissions refused, 2 accepted") as info:
+        tasks.record.enqueue_many([((i,), {}) for i in range(4)])
+    err = info.value
+    assert err.submitted
+    assert sorted(err.errors) == [2, 3]
+    assert all(isinstance(e, dtq.QueueFull) for e in err.errors.values())
+    accepted = [r for r in err.results if r is not None]
+    assert len(accepted) == 2
+    assert [_refreshed(r).state for r in accepted] == [dtq.TaskState.QUEUED] * 2
+    assert _stream_len(dtq_env) == 2
+
+
+@pytest.mark.parametrize("chunk", [500, 2])
+def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
+    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", chunk)
+    tasks.record.enqueue_many([((0,), {})])
+    dtq_env.client.script_flush()
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
+    assert len({r.id for r in results}) == 5
+    assert _stream_len(dtq_env) == 6
+
+
+@pytest.mark.parametrize("chunk", [500, 2])
+def test_bulk_resends_after_a_dropped_connection_without_duplicates(dtq_env, monkeypatch, chunk):
+    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", chunk)
+    tasks.record.enqueue_many([((0,), {})])  # this thread now holds its own connection
+    host, port = direct._pinned.held[2]._sock.getsockname()[:2]
+    dtq_env.client.client_kill(f"{host}:{port}")
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
+    assert len({r.id for r in results}) == 5
+    assert _stream_len(dtq_env) == 6
+
+
+def test_aenqueue_many_from_async_code(dtq_env):
+    results = asyncio.run(tasks.record.aenqueue_many([((i,), {}) for i in range(3)]))
+    assert [r.state for r in results] == [dtq.TaskState.QUEUED] * 3
+    assert _stream_len(dtq_env) == 3
+
+
+def test_bulk_tasks_run_on_a_worker(dtq_env):
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
+    assert dtq_env.worker("--burst").wait(60) == 0
+    assert sorted(w["id"] for w in dtq_env.witnessed("record")) == sorted(r.id for r in results)
+    assert [_refreshed(r).return_value for r in results] == list(range(5))
