@@ -27,7 +27,7 @@ def witness(task: str, context: dtq.TaskContext | None = None, **extra: object) 
 
 # The queues the tests route `record` to; with DTQ['QUEUES'] unset they are declared by it.
 OTHER_QUEUES = [
-    *("other", "elsewhere", "rescue", "dead", "again", "emails", "reports", "x", "q"),
+    *("other", "third", "elsewhere", "rescue", "dead", "again", "emails", "reports", "x", "q"),
     *("qa", "qb", "qc", *(f"q{n}" for n in range(10))),
 ]
 
