@@ -78,8 +78,10 @@ def per_script(client: redis.Redis, n: int) -> None:
     """Print usec per call and per task of each script, from a SLOWLOG that logs every call."""
     names = script_names()
     calls: dict[str, list[int]] = {}
-    for entry in client.slowlog_get(10**7):
-        cmd = entry["command"].split()
+    entries = client.slowlog_get(-1)
+    print(f"  slowlog entries {len(entries)}")
+    for entry in entries:
+        cmd = entry["command"].decode(errors="replace").split()
         if cmd and cmd[0].lower() == "evalsha":
             name = names.get(cmd[1], cmd[1][:8])
             calls.setdefault(name, []).append(int(entry["duration"]))
@@ -145,7 +147,8 @@ def main() -> None:
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bulk", type=int, default=0, help="submit_many batch size (0: one)")
     parser.add_argument("--per-script", action="store_true",
-                        help="also time each script call (SLOWLOG of every call; adds CPU)")
+                        help="also time each script call (SLOWLOG of every command: adds CPU"
+                        " and memory, use -n 5000 or less)")
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="dtq-cost-")
     proc, client = start_redis(work)
@@ -158,7 +161,7 @@ def main() -> None:
                        check=True)
         if opts.per_script:
             client.config_set("slowlog-log-slower-than", 0)
-            client.config_set("slowlog-max-len", 4 * opts.n + 1000)
+            client.config_set("slowlog-max-len", 60 * opts.n + 1000)  # inner commands too
         cpu0, c0 = snapshot(client)
         wall_submit = submit_all(opts.n, opts.bulk, env)
         cpu1, c1 = snapshot(client)
