@@ -41,8 +41,21 @@ def start_redis(work: str) -> tuple[subprocess.Popen[bytes], redis.Redis]:
     port = free_port()
     binary = shutil.which("redis-server") or "/usr/bin/redis-server"
     proc = subprocess.Popen(
-        [binary, "--bind", "127.0.0.1", "--port", str(port), "--save", "", "--appendonly",
-         "no", "--dir", work, "--loglevel", "warning"],
+        [
+            binary,
+            "--bind",
+            "127.0.0.1",
+            "--port",
+            str(port),
+            "--save",
+            "",
+            "--appendonly",
+            "no",
+            "--dir",
+            work,
+            "--loglevel",
+            "warning",
+        ],
         stdout=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port, decode_responses=True)
@@ -87,8 +100,10 @@ def per_script(client: redis.Redis, n: int) -> None:
             calls.setdefault(name, []).append(int(entry["duration"]))
     for name, times in sorted(calls.items()):
         times.sort()
-        print(f"  {name:<10} calls {len(times):6d}  usec/call mean {sum(times) / len(times):7.1f}"
-              f" p50 {times[len(times) // 2]:5d}  usec/task {sum(times) / n:6.2f}")
+        print(
+            f"  {name:<10} calls {len(times):6d}  usec/call mean {sum(times) / len(times):7.1f}"
+            f" p50 {times[len(times) // 2]:5d}  usec/task {sum(times) / n:6.2f}"
+        )
 
 
 def submit_all(n: int, bulk: int, env: dict[str, str]) -> float:
@@ -107,17 +122,34 @@ def submit_all(n: int, bulk: int, env: dict[str, str]) -> float:
         "    for i in range(n): add.enqueue(i, 1)\n"
         "print(time.perf_counter() - t)\n"
     )
-    out = subprocess.run([sys.executable, "-c", code], env=env, cwd=ROOT, check=True,
-                         capture_output=True, text=True)
+    out = subprocess.run(
+        [sys.executable, "-c", code], env=env, cwd=ROOT, check=True, capture_output=True, text=True
+    )
     return float(out.stdout.strip().splitlines()[-1])
 
 
 def drain(env: dict[str, str], concurrency: int) -> float:
     """Drain the queue with one dtq_worker --burst process; return its wall time."""
     t = time.perf_counter()
-    subprocess.run([sys.executable, "manage.py", "dtq_worker", "--queue", "demo", "--burst",
-                    "--concurrency", str(concurrency), "-v", "0"], env=env, cwd=ROOT,
-                   check=True, timeout=600, stdout=subprocess.DEVNULL)
+    subprocess.run(
+        [
+            sys.executable,
+            "manage.py",
+            "dtq_worker",
+            "--queue",
+            "demo",
+            "--burst",
+            "--concurrency",
+            str(concurrency),
+            "-v",
+            "0",
+        ],
+        env=env,
+        cwd=ROOT,
+        check=True,
+        timeout=600,
+        stdout=subprocess.DEVNULL,
+    )
     return time.perf_counter() - t
 
 
@@ -134,11 +166,14 @@ def delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> dict[
 def report(phase: str, n: int, cpu: float, cmds: dict[str, Any]) -> None:
     """Print one phase's figures."""
     inner = sum(c for k, (c, _) in cmds.items() if k not in ("evalsha", "eval"))
-    print(f"{phase}: Redis CPU {cpu * 1e6 / n:.1f} us/task, commands in scripts "
-          f"{inner / n:.2f}/task")
+    print(
+        f"{phase}: Redis CPU {cpu * 1e6 / n:.1f} us/task, commands in scripts {inner / n:.2f}/task"
+    )
     for k, (calls, usec) in sorted(cmds.items(), key=lambda kv: -kv[1][1]):
-        print(f"  {k:<14} calls/task {calls / n:6.3f}  usec/call {usec / calls:7.2f}  "
-              f"usec/task {usec / n:6.2f}")
+        print(
+            f"  {k:<14} calls/task {calls / n:6.3f}  usec/call {usec / calls:7.2f}  "
+            f"usec/task {usec / n:6.2f}"
+        )
 
 
 def main() -> None:
@@ -146,19 +181,27 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bulk", type=int, default=0, help="submit_many batch size (0: one)")
-    parser.add_argument("--per-script", action="store_true",
-                        help="also time each script call (SLOWLOG of every command: adds CPU"
-                        " and memory, use -n 5000 or less)")
+    parser.add_argument(
+        "--per-script",
+        action="store_true",
+        help="also time each script call (SLOWLOG of every command: adds CPU"
+        " and memory, use -n 5000 or less)",
+    )
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="dtq-cost-")
     proc, client = start_redis(work)
     try:
         port = client.connection_pool.connection_kwargs["port"]
-        env = dict(os.environ, DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-                   DTQ_KEY_PREFIX=PREFIX, DTQ_VAR_DIR=work,
-                   DJANGO_SETTINGS_MODULE="dtq_project.settings")
-        subprocess.run([sys.executable, "manage.py", "migrate", "-v", "0"], env=env, cwd=ROOT,
-                       check=True)
+        env = dict(
+            os.environ,
+            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+            DTQ_KEY_PREFIX=PREFIX,
+            DTQ_VAR_DIR=work,
+            DJANGO_SETTINGS_MODULE="dtq_project.settings",
+        )
+        subprocess.run(
+            [sys.executable, "manage.py", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
+        )
         if opts.per_script:
             client.config_set("slowlog-log-slower-than", 0)
             client.config_set("slowlog-max-len", 60 * opts.n + 1000)  # inner commands too
@@ -169,8 +212,10 @@ def main() -> None:
         cpu2, c2 = snapshot(client)
         n = opts.n
         left = client.xlen(f"{PREFIX}:{{0}}:q:demo:1")
-        print(f"N={n} submit {n / wall_submit:,.0f}/s drain {n / wall_drain:,.0f}/s "
-              f"(incl. start-up) entries left {left}")
+        print(
+            f"N={n} submit {n / wall_submit:,.0f}/s drain {n / wall_drain:,.0f}/s "
+            f"(incl. start-up) entries left {left}"
+        )
         report("submit", n, cpu1 - cpu0, delta(c0, c1))
         report("drain", n, cpu2 - cpu1, delta(c1, c2))
         if opts.per_script:

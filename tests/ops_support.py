@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, layout
+from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys
@@ -74,7 +74,7 @@ def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
 
 def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
     """Return lifecycle events, oldest first, filtered by type and task."""
-    rows = [json.loads(f["e"]) for _, f in client.xrange(keys().events)]
+    rows = events_of.decode(client.xrange(keys().events))
     return [
         r
         for r in rows

@@ -39,13 +39,30 @@ local function qname(qi) return ARGV[8 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
 
+-- Lifecycle events are JSON objects built by concatenation (cheaper than cjson.encode of a
+-- table), gathered during the call and written by flush_events (which scripts.py appends to
+-- every script) as one entry of the capped event stream: a batch of claims or outcomes costs
+-- one XADD. Ids, queue names and states need no escaping (keys.py and ids.py allow only
+-- [A-Za-z0-9_.:-]); other strings go through cjson.
+local events = {}
 local function emit(etype, id, qi, state, attempt, extra)
-  local ev = {type = etype, task = id, queue = qname(qi), state = state,
-    attempt = tonumber(attempt) or 0, ts = NOW}
-  if extra then for k, v in pairs(extra) do ev[k] = v end end
-  local payload = cjson.encode(ev)
+  local ev = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' .. qname(qi) ..
+    '","state":"' .. (state or '') .. '","attempt":' .. (tonumber(attempt) or 0) .. ',"ts":' .. NOW
+  if extra then
+    for k, v in pairs(extra) do
+      ev = ev .. ',"' .. k .. '":' .. (type(v) == 'number' and v or cjson.encode(v))
+    end
+  end
+  events[#events + 1] = ev .. '}'
+end
+
+local function flush_events()
+  local n = #events
+  if n == 0 then return end
+  local payload = events[1]
+  if n > 1 then payload = '[' .. table.concat(events, ',') .. ']' end
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', payload)
-  redis.call('PUBLISH', CHANNEL, payload)
+  events = {}
 end
 
 -- Counters are summed in the script and written once per field when it ends (flush_counts,
