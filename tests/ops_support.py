@@ -37,7 +37,14 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
     return [
-        {"id": r[0], "entry": r[1], "band": int(r[3]), "attempt": int(r[6]), "idem": r[10] or ""}
+        {
+            "id": r[0],
+            "entry": r[1],
+            "band": int(r[3]),
+            "attempt": int(r[6]),
+            "idem": r[10] or "",
+            "worker": worker,
+        }
         for r in rows
     ]
 
@@ -60,7 +67,8 @@ def finalize_by_hand(
         history = codec.dumps({"attempt": claimed["attempt"], "outcome": outcome})
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome, codec.dumps(data)]
     args += [history, delay_ms]
-    return int(scripts.finalize(keys=k, args=[*argv, "1", *args])[0])
+    worker = claimed.get("worker", "ghost")
+    return int(scripts.finalize(keys=k, args=[*argv, "1", worker, *args])[0])
 
 
 def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:

@@ -31,16 +31,17 @@ NAMES = (
 def source(name: str) -> str:
     """Return the full text of a script: lib.lua, then the script's body run as a function.
 
-    The wrapper writes the counters the body summed up and the events it gathered (lib.lua's
-    flush_counts and flush_events) after it returns, whichever of its return statements it
-    took.
+    The wrapper writes what the body gathered (lib.lua's flush_*: counters, batched sorted-set
+    writes, events, then acknowledgements last) after it returns, whichever of its return
+    statements it took.
     """
     folder = resources.files("dtq.engine") / "lua"
     lib = (folder / "lib.lua").read_text()
     body = (folder / f"{name}.lua").read_text()
     return (
         f"{lib}\nlocal function script_body()\n{body}\nend\n"
-        "local reply = script_body()\nflush_counts()\nflush_events()\nreturn reply\n"
+        "local reply = script_body()\nflush_counts()\nflush_zsets()\nflush_events()\nflush_acks()\n"
+        "return reply\n"
     )
 
 

@@ -114,12 +114,64 @@ local function observe(qi, kind, ms)
   tally(stats, 'h_' .. kind .. '_count')
 end
 
+-- Batched writes. A hot script (claim, finalize) sets BATCH = true: its sorted-set writes
+-- and acknowledgements are then gathered and sent at the end of the call, one command per
+-- key (ZADD key s1 m1 s2 m2 ..., ZREM key m1 m2 ..., XACK/XDEL stream id1 id2 ...) instead
+-- of one per task. Only scripts that never read those keys after writing them may set it.
+-- zsets[key][member] = score, or false to remove: the last write of a member wins, which is
+-- what the same writes one by one would have left.
+local BATCH = false
+local zsets, zset_keys = {}, {}
+local function zset(key, member, score)
+  if not BATCH then
+    if score then redis.call('ZADD', key, score, member) else redis.call('ZREM', key, member) end
+    return
+  end
+  local t = zsets[key]
+  if not t then
+    t = {}
+    zsets[key] = t
+    zset_keys[#zset_keys + 1] = key
+  end
+  t[member] = score
+end
+
+local CHUNK = 200  -- members per command (unpack has a stack limit)
+local function send_chunked(head, items)
+  for i = 1, #items, CHUNK do
+    local args = {unpack(head)}
+    for j = i, math.min(i + CHUNK - 1, #items) do args[#args + 1] = items[j] end
+    redis.call(unpack(args))
+  end
+end
+
+local function flush_zsets()
+  for _, key in ipairs(zset_keys) do
+    local adds, rems = {}, {}
+    for member, score in pairs(zsets[key]) do
+      if score then
+        adds[#adds + 1] = score
+        adds[#adds + 1] = member
+      else
+        rems[#rems + 1] = member
+      end
+    end
+    if #adds > 0 then
+      for i = 1, #adds, 2 * CHUNK do
+        redis.call('ZADD', key, unpack(adds, i, math.min(i + 2 * CHUNK - 1, #adds)))
+      end
+    end
+    if #rems > 0 then send_chunked({'ZREM', key}, rems) end
+  end
+  zsets, zset_keys = {}, {}
+end
+
 -- Move a task record between states, keeping indexes, counters and retention in step.
 -- fields: more record fields to set in the same HSET (name, value, ...; the list is reused),
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
-  if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end
-  redis.call('ZADD', qkey(qi, STATE_ORDER[new]), NOW, id)
+  if old and STATE_ORDER[old] then zset(qkey(qi, STATE_ORDER[old]), id, false) end
+  zset(qkey(qi, STATE_ORDER[new]), id, NOW)
   local set = fields or {}
   local n = #set
   set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
@@ -153,12 +205,33 @@ local function add_history(tk, entry_json)
 end
 
 -- Acknowledge and delete a stream entry: acknowledged entries are the only ones we delete.
+-- Under BATCH the entries are acknowledged at the very end of the call (flush_acks, after
+-- every other write: ack last), one XACK and one XDEL per stream.
+local acks, ack_keys = {}, {}
 local function ack(qi, band, eid)
   if eid and eid ~= '' then
     local s = stream_key(qi, band)
-    redis.call('XACK', s, GROUP, eid)
-    redis.call('XDEL', s, eid)
+    if not BATCH then
+      redis.call('XACK', s, GROUP, eid)
+      redis.call('XDEL', s, eid)
+      return
+    end
+    local t = acks[s]
+    if not t then
+      t = {}
+      acks[s] = t
+      ack_keys[#ack_keys + 1] = s
+    end
+    t[#t + 1] = eid
   end
+end
+
+local function flush_acks()
+  for _, s in ipairs(ack_keys) do
+    send_chunked({'XACK', s, GROUP}, acks[s])
+    send_chunked({'XDEL', s}, acks[s])
+  end
+  acks, ack_keys = {}, {}
 end
 
 -- Add a fresh stream entry for the task's next attempt and return its id. The entry names
@@ -222,7 +295,7 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
   add_history(tk, cjson.encode({attempt = attempt, worker = r[5],
     started_at = (tonumber(r[6]) or NOW) / 1000, ended_at = NOW / 1000, outcome = 'lost',
     error = 'dtq.WorkerLost', message = message}))
-  redis.call('ZREM', KEYS[K_RUNNING], id)
+  zset(KEYS[K_RUNNING], id, false)
   redis.call('HDEL', tk, 'lease')
   ack(qi, band, eid)
   count(qi, 'reclaimed')
