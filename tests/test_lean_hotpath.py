@@ -3,10 +3,15 @@
 from __future__ import annotations
 
 import time
+from typing import Any
+
+import pytest
 
 from dtq.engine import codec
+from dtq.engine.errors import IdempotencyInProgress, InvalidTaskError, QueueFull
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.records import get_task
+from dtq.engine.submit import Accepted, Submission, submit_many
 from tests.conftest import Env
 from tests.ops_support import claim_by_hand, finalize_by_hand
 from tests.testapp import tasks
@@ -62,3 +67,53 @@ def test_a_resent_success_is_applied_once(dtq_env: Env) -> None:
     assert finalize_by_hand({**claimed, "worker": "w2"}, "success", data=1) == 0
     record = get_task(task_id)
     assert record is not None and len(record["history"]) == 1
+
+
+def sub(queue: str = "tests", **kwargs: Any) -> Submission:
+    return Submission(name=tasks.record.name, queue=queue, args=(1,), **kwargs)
+
+
+def test_submit_many_is_one_script_call_with_one_answer_per_task(dtq_env: Env) -> None:
+    dtq_env.configure(MAX_QUEUE_DEPTH=0, QUEUE_MAX_DEPTH={"tests": 2})
+    events_before = dtq_env.client.xlen(dtq_env.keys.events)
+    batch = [
+        sub(),
+        sub(idempotency_key="k1"),
+        sub(idempotency_key="k1"),  # the same key again in the same call: the task in flight
+        sub(),  # the third active task of a queue limited to 2
+        sub("other", delay=60),
+    ]
+    results = submit_many(batch)
+
+    first, keyed, again, full, delayed = results
+    assert isinstance(first, Accepted) and first.state == "QUEUED"
+    assert isinstance(keyed, Accepted) and keyed.state == "QUEUED"
+    assert isinstance(again, IdempotencyInProgress)
+    assert isinstance(full, QueueFull)
+    assert isinstance(delayed, Accepted) and delayed.state == "PENDING"
+    # One entry holds the call's three submitted events; the refused tasks wrote nothing.
+    assert dtq_env.client.xlen(dtq_env.keys.events) == events_before + 1
+    assert [e["task"] for e in dtq_env.events("TASK_SUBMITTED")] == [
+        first.id,
+        keyed.id,
+        delayed.id,
+    ]
+    assert dtq_env.stats()["submitted"] == 2 and dtq_env.stats("other")["submitted"] == 1
+    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", 1)) == 2
+    assert dtq_env.client.zscore(dtq_env.keys.schedule, delayed.id)
+
+
+def test_submit_many_refuses_bad_input_before_writing_anything(dtq_env: Env) -> None:
+    with pytest.raises(InvalidTaskError):
+        submit_many([sub(), sub(priority=1000)])
+    assert dtq_env.client.xlen(dtq_env.keys.events) == 0
+    assert not dtq_env.client.exists(dtq_env.keys.stream("tests", 1))
+
+
+def test_a_submitted_record_writes_no_default_fields(dtq_env: Env) -> None:
+    task_id = tasks.record.enqueue(1).id
+    raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
+    assert not {"expires_at", "timeout", "idem", "history"} & set(raw)
+    record = get_task(task_id)
+    assert record is not None
+    assert (record["expires_at"], record["timeout"], record["history"]) == (None, None, None)

@@ -80,24 +80,15 @@ def validate(sub: Submission) -> None:
         )
 
 
-def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list[Any]]:
-    """Validate and encode a submission into (KEYS, ARGV) for submit.lua."""
-    validate(sub)
+def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
+    """Return the 14 submit.lua fields of one validated submission."""
     s = dtq_settings
     payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES))
-    if sub.task_id is not None:
-        task_id, shard = sub.task_id, ids.shard_of(sub.task_id)
-    else:
-        shard = 0 if s.SHARDS <= 1 else secrets.randbelow(s.SHARDS)
-        task_id = ids.new_id(shard)
-    keys = Keys(prefix or s.KEY_PREFIX, shard)
-    ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
-    key_list, header = layout.build(keys, [sub.queue], [ref])
-    argv: list[Any] = list(header)
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
-    argv += [
+    return [
+        qi,
         task_id,
         sub.name,
         sub.priority,
@@ -112,11 +103,51 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
         codec.fingerprint(sub.name, payload) if sub.idempotency_key else "",
         s.max_depth(sub.queue),
     ]
-    return key_list, argv
+
+
+def _task_id(sub: Submission) -> tuple[str, int]:
+    """Return the submission's task id (chosen now unless given) and its shard."""
+    if sub.task_id is not None:
+        return sub.task_id, ids.shard_of(sub.task_id)
+    shards = int(dtq_settings.SHARDS)
+    shard = 0 if shards <= 1 else secrets.randbelow(shards)
+    return ids.new_id(shard), shard
+
+
+def _calls(
+    subs: Sequence[Submission], prefix: str | None = None
+) -> list[tuple[list[str], list[Any], list[int]]]:
+    """Encode validated submissions into submit.lua calls, one per shard.
+
+    Each call is (KEYS, ARGV, the positions in subs of its tasks, in reply order).
+    """
+    by_shard: dict[int, tuple[list[str], list[layout.TaskRef], list[Any], list[int]]] = {}
+    for position, sub in enumerate(subs):
+        task_id, shard = _task_id(sub)
+        queues, refs, args, positions = by_shard.setdefault(shard, ([], [], [], []))
+        refs.append(layout.TaskRef(task_id, sub.queue, sub.idempotency_key or ""))
+        args += _task_args(sub, task_id, layout.queue_index(queues, sub.queue))
+        positions.append(position)
+    calls = []
+    for shard, (queues, refs, args, positions) in by_shard.items():
+        keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
+        key_list, header = layout.build(keys, queues, refs)
+        calls.append((key_list, [*header, *args], positions))
+    return calls
+
+
+def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list[Any]]:
+    """Validate and encode one submission into (KEYS, ARGV) for submit.lua."""
+    validate(sub)
+    task_id, shard = _task_id(sub)
+    keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
+    ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
+    key_list, header = layout.build(keys, [sub.queue], [ref])
+    return key_list, [*header, *_task_args(sub, task_id, 1)]
 
 
 def interpret(sub: Submission, reply: list[Any]) -> Accepted:
-    """Turn submit.lua's reply into an Accepted, or raise the matching SubmitError."""
+    """Turn one task's three reply fields of submit.lua into an Accepted, or raise."""
     kind = reply[0]
     if kind == "ok":
         return Accepted(reply[1], reply[2])
@@ -137,21 +168,32 @@ def submit(sub: Submission) -> Accepted:
     return interpret(sub, call_script(client, Scripts.of(client).submit, key_list, argv))
 
 
+MANY_CHUNK = 500  # tasks per script call at most: a script blocks Redis while it runs
+
+
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks in one pipelined round trip; each one is still atomic on its own."""
+    """Accept many tasks in one script call per shard and MANY_CHUNK tasks, in order.
+
+    Each task is accepted or refused on its own, as if submitted alone (a full queue or an
+    idempotency conflict refuses that task only); invalid input raises before any write.
+    """
+    for sub in subs:
+        validate(sub)
+    chunks = [subs[start : start + MANY_CHUNK] for start in range(0, len(subs), MANY_CHUNK)]
+    encoded = [_calls(chunk) for chunk in chunks]  # a payload too large raises here, unsent
     client = get_client()
-    scripts = Scripts.of(client)
-    prepared = [prepare(sub) for sub in subs]
-    pipe = client.pipeline(transaction=False)
-    for key_list, argv in prepared:
-        scripts.submit(keys=key_list, args=argv, client=pipe)
-    results: list[Accepted | SubmitError] = []
-    for sub, reply in zip(subs, pipe.execute(), strict=True):
-        try:
-            results.append(interpret(sub, reply))
-        except SubmitError as exc:
-            results.append(exc)
-    return results
+    script = Scripts.of(client).submit
+    results: list[Accepted | SubmitError | None] = [None] * len(subs)
+    for n, (chunk, calls) in enumerate(zip(chunks, encoded, strict=True)):
+        start = n * MANY_CHUNK
+        for key_list, argv, positions in calls:
+            reply = call_script(client, script, key_list, argv)
+            for i, position in enumerate(positions):
+                try:
+                    results[start + position] = interpret(chunk[position], reply[3 * i :])
+                except SubmitError as exc:
+                    results[start + position] = exc
+    return [r for r in results if r is not None]
 
 
 async def asubmit(sub: Submission) -> Accepted:

@@ -16,7 +16,8 @@ local out, n = {}, 0
 local function hand_out(id, eid, qi, band, r, attempt)
   out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, eid, qi, band
   out[n + 5], out[n + 6], out[n + 7], out[n + 8] = r[5], r[6], attempt, r[8]
-  out[n + 9], out[n + 10], out[n + 11] = r[9], r[10], r[11]
+  -- Fields submit leaves out when at their default (a nil would end the reply early).
+  out[n + 9], out[n + 10], out[n + 11] = r[9] or '', r[10] or '{}', r[11] or ''
   n = n + 11
 end
 local paused = {}
@@ -52,7 +53,7 @@ for ti = 1, NT do
     -- A blocking read that began before the queue was paused: give the entry back.
     ack(qi, band, eid)
     deliver(tk, id, qi, band, tonumber(r[7]) + 1)
-  elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
+  elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
     ack(qi, band, eid)
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
     emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])

@@ -1,4 +1,7 @@
 -- lib.lua: helpers prepended to every dtq script (not a script on its own).
+-- scripts.py includes only the paragraphs (blocks between blank lines) a script uses: a
+-- paragraph that defines a name the script (or an included paragraph) mentions. Keep a
+-- state and the functions that write and flush it in one paragraph.
 --
 -- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
 --   KEYS[1..6]   shared:  schedule (zset), running (zset id -> lease deadline ms),
@@ -16,11 +19,12 @@
 
 local NSHARED, QB, TB = 6, 14, 3
 local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP = 1, 2, 3, 4, 5, 6
+local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
+
 local STATE_ORDER = {PENDING = 1, QUEUED = 2, RUNNING = 3, RETRYING = 4, SUCCEEDED = 5,
   FAILED = 6, DEAD_LETTERED = 7, CANCELLED = 8, EXPIRED = 9}
 local TERMINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
   EXPIRED = true}
-local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
 local COUNTER = {QUEUED = 'queued', RUNNING = 'started', RETRYING = 'retried',
   SUCCEEDED = 'succeeded', FAILED = 'failed', DEAD_LETTERED = 'dead_lettered',
   CANCELLED = 'cancelled', EXPIRED = 'expired'}
@@ -55,7 +59,6 @@ local function emit(etype, id, qi, state, attempt, extra)
   end
   events[#events + 1] = ev .. '}'
 end
-
 local function flush_events()
   local n = #events
   if n == 0 then return end
@@ -78,12 +81,10 @@ local function tally(key, field, n)
   end
   t[field] = (t[field] or 0) + (n or 1)
 end
-
 local function count(qi, field, n)
   tally(qkey(qi, Q_STATS), field, n)
   tally(KEYS[K_TP], qname(qi) .. ':' .. field, n)
 end
-
 local function flush_counts()
   for _, key in ipairs(tally_keys) do
     for field, n in pairs(tallies[key]) do
@@ -135,7 +136,6 @@ local function zset(key, member, score)
   end
   t[member] = score
 end
-
 local CHUNK = 200  -- members per command (unpack has a stack limit)
 local function send_chunked(head, items)
   for i = 1, #items, CHUNK do
@@ -144,7 +144,6 @@ local function send_chunked(head, items)
     redis.call(unpack(args))
   end
 end
-
 local function flush_zsets()
   for _, key in ipairs(zset_keys) do
     local adds, rems = {}, {}
@@ -225,7 +224,6 @@ local function ack(qi, band, eid)
     t[#t + 1] = eid
   end
 end
-
 local function flush_acks()
   for _, s in ipairs(ack_keys) do
     send_chunked({'XACK', s, GROUP}, acks[s])
