@@ -13,9 +13,9 @@
 --                         task record (hash), result (string), idempotency record (hash)
 -- and the same ARGV header:
 --   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
---   ARGV[4] pub/sub channel  ARGV[5] retention of terminal records (s)
---   ARGV[6] result ttl (s)  ARGV[7] idempotency record ttl (s)  ARGV[8] consumer group
---   ARGV[9 .. 8+nq] queue names, in block order; script arguments follow (see ARG0).
+--   ARGV[4] retention of terminal records (s)  ARGV[5] result ttl (s)
+--   ARGV[6] idempotency record ttl (s)  ARGV[7] consumer group
+--   ARGV[8 .. 7+nq] queue names, in block order; script arguments follow (see ARG0).
 
 local NSHARED, QB, TB = 6, 14, 3
 local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP = 1, 2, 3, 4, 5, 6
@@ -30,16 +30,16 @@ local COUNTER = {QUEUED = 'queued', RUNNING = 'started', RETRYING = 'retried',
   CANCELLED = 'cancelled', EXPIRED = 'expired'}
 
 local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
-local EVENTS_MAXLEN, CHANNEL = ARGV[3], ARGV[4]
-local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local GROUP = ARGV[8]
-local ARG0 = 8 + NQ  -- script arguments start at ARGV[ARG0 + 1]
+local EVENTS_MAXLEN = ARGV[3]
+local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local GROUP = ARGV[7]
+local ARG0 = 7 + NQ  -- script arguments start at ARGV[ARG0 + 1]
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
-local function qname(qi) return ARGV[8 + qi] end
+local function qname(qi) return ARGV[7 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
 
