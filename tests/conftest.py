@@ -18,6 +18,7 @@ import pytest
 import redis
 
 from dtq.embedded import RedisServer
+from dtq.engine import events
 from dtq.engine.keys import BANDS, GROUP, Keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -123,7 +124,7 @@ class Env:
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         """Return the lifecycle events of one type from the events stream, oldest first."""
-        rows = [json.loads(f["e"]) for _, f in self.client.xrange(self.keys.events)]
+        rows = events.decode(self.client.xrange(self.keys.events))
         return [row for row in rows if row["type"] == kind]
 
     def leftovers(self, queue: str = "tests") -> dict[str, int]:

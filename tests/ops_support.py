@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, layout
+from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys
@@ -37,7 +37,14 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
     return [
-        {"id": r[0], "entry": r[1], "band": int(r[3]), "attempt": int(r[6]), "idem": r[10] or ""}
+        {
+            "id": r[0],
+            "entry": r[1],
+            "band": int(r[3]),
+            "attempt": int(r[6]),
+            "idem": r[10] or "",
+            "worker": worker,
+        }
         for r in rows
     ]
 
@@ -60,7 +67,8 @@ def finalize_by_hand(
         history = codec.dumps({"attempt": claimed["attempt"], "outcome": outcome})
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome, codec.dumps(data)]
     args += [history, delay_ms]
-    return int(scripts.finalize(keys=k, args=[*argv, "1", *args])[0])
+    worker = claimed.get("worker", "ghost")
+    return int(scripts.finalize(keys=k, args=[*argv, "1", worker, *args])[0])
 
 
 def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
@@ -74,7 +82,7 @@ def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
 
 def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
     """Return lifecycle events, oldest first, filtered by type and task."""
-    rows = [json.loads(f["e"]) for _, f in client.xrange(keys().events)]
+    rows = events_of.decode(client.xrange(keys().events))
     return [
         r
         for r in rows

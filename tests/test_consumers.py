@@ -15,10 +15,11 @@ from channels.testing import WebsocketCommunicator
 from django.contrib.auth.models import Permission, User
 from django.test import Client
 
-from dtq.engine import events, layout
+from dtq.engine import events
 from dtq.engine.events import EventFeed
 from dtq_project.asgi import application
 from tests.conftest import wait_for
+from tests.ops_support import claim_by_hand
 from tests.testapp import tasks
 
 # The consumer loads the session and user in worker threads: they must see committed rows.
@@ -122,19 +123,50 @@ def test_events_arrive_live_with_their_stream_ids(dtq_env):
     run(scenario)
 
 
-def test_the_subscription_ends_with_the_connection(dtq_env):
+def blocked_on_events(client: Any) -> int:
+    """Return how many clients are blocked in a read (the feed's XREAD on the event stream)."""
+    return int(client.info("clients")["blocked_clients"])
+
+
+def test_the_feed_read_ends_with_the_connection(dtq_env):
     cookie = session_cookie()
-    channel = layout.channel(dtq_env.prefix)
+    before = blocked_on_events(dtq_env.client)
 
     async def scenario() -> None:
         comm = communicator(cookie)
         await connected(comm)
-        assert dtq_env.client.pubsub_numsub(channel) == [(channel, 1)]
+        await sync_to_async(wait_for)(
+            lambda: blocked_on_events(dtq_env.client) == before + 1, timeout=5
+        )
         await comm.disconnect()
 
     run(scenario)
     # The server notices the closed connection a moment later.
-    wait_for(lambda: dtq_env.client.pubsub_numsub(channel) == [(channel, 0)], timeout=5)
+    wait_for(lambda: blocked_on_events(dtq_env.client) == before, timeout=5)
+
+
+def test_one_script_call_writes_its_events_in_one_entry(dtq_env):
+    """A claim of several tasks is one event entry; the feed gives back each event."""
+    ids = [tasks.record.enqueue(i).id for i in range(3)]
+    seen = events.latest_id()
+    length = dtq_env.client.xlen(dtq_env.keys.events)
+    claimed = claim_by_hand("tests", 3)
+    assert sorted(c["id"] for c in claimed) == sorted(ids)
+    assert dtq_env.client.xlen(dtq_env.keys.events) == length + 1
+
+    async def scenario() -> list[dict[str, Any]]:
+        feed = EventFeed(poll=0.1)
+        try:
+            return (await feed.open(seen)).events
+        finally:
+            await feed.close()
+
+    got = run(scenario)
+    assert [(e["type"], e["task"]) for e in got] == [("TASK_STARTED", i) for i in ids]
+    assert {e["id"] for e in got} == {events.latest_id()}
+    assert [(e["type"], e["task"]) for e in events.recent(count=3)] == [
+        ("TASK_STARTED", i) for i in ids
+    ]
 
 
 def test_a_client_catches_up_from_its_last_id(dtq_env):

@@ -36,7 +36,7 @@ def test_enqueue_many_of_nothing_is_a_no_op(dtq_env):
 
 
 def test_enqueue_many_spans_several_round_trips(dtq_env, monkeypatch):
-    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", 7)
+    monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", 7)
     results = tasks.record.enqueue_many(((i,), {}) for i in range(20))
     assert len(results) == 20
     assert _stream_len(dtq_env) == 20
@@ -91,7 +91,7 @@ def test_a_full_queue_refuses_the_rest_and_keeps_the_accepted(dtq_env):
 
 @pytest.mark.parametrize("chunk", [500, 2])
 def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
-    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", chunk)
+    monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", chunk)
     tasks.record.enqueue_many([((0,), {})])
     dtq_env.client.script_flush()
     results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
@@ -101,7 +101,7 @@ def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
 
 @pytest.mark.parametrize("chunk", [500, 2])
 def test_bulk_resends_after_a_dropped_connection_without_duplicates(dtq_env, monkeypatch, chunk):
-    monkeypatch.setattr("dtq.engine.submit.BULK_CHUNK", chunk)
+    monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", chunk)
     tasks.record.enqueue_many([((0,), {})])  # this thread now holds its own connection
     host, port = direct._pinned.held[2]._sock.getsockname()[:2]
     dtq_env.client.client_kill(f"{host}:{port}")

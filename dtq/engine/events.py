@@ -1,10 +1,10 @@
 """Lifecycle events for live views: catch up from the capped event stream, then follow it.
 
-The Lua scripts write every event twice: into the capped stream ``Keys.events`` (field ``e``)
-and onto the pub/sub channel ``layout.channel(prefix)``. Pub/sub alone cannot resume after a
-gap, and its messages carry no position, so a feed uses the channel as a doorbell: each
-message (or a quiet interval) makes it read the stream after the last id it delivered. Every
-event thus arrives once, in stream order, with the stream id a client resumes from.
+The Lua scripts write every event once, into the capped stream ``Keys.events`` (field ``e``:
+one event as a JSON object, or the events of one script call as a JSON array). A feed blocks
+in XREAD on the stream after the last id it delivered, so every event arrives once, in stream
+order, with the stream id a client resumes from, and writing an event costs one XADD (no
+PUBLISH: a script call writes its events in one entry, and a feed wakes on it).
 """
 
 from __future__ import annotations
@@ -14,7 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, layout
+from dtq.engine import codec
 from dtq.engine.connection import get_client, new_async_client
 from dtq.engine.keys import Keys
 
@@ -51,16 +51,19 @@ def _order(stream_id: str) -> tuple[int, int]:
     return int(ms), int(seq)
 
 
-def _decode(entries: list[Any]) -> list[dict[str, Any]]:
+def decode(entries: list[Any]) -> list[dict[str, Any]]:
+    """Return the events of XRANGE-style entries, each with its entry's stream id."""
     events = []
     for stream_id, fields in entries:
         try:
-            event = codec.loads(fields.get("e", ""))
+            found = codec.loads(fields.get("e", ""))
         except ValueError:
             continue  # a damaged entry must not stop the feed
-        if isinstance(event, dict):
-            event["id"] = stream_id
-            events.append(event)
+        # The events of one script call share its entry, and so its stream id.
+        for event in found if isinstance(found, list) else [found]:
+            if isinstance(event, dict):
+                event["id"] = stream_id
+                events.append(event)
     return events
 
 
@@ -72,8 +75,9 @@ def latest_id(prefix: str | None = None) -> str:
 
 def recent(prefix: str | None = None, count: int = 50) -> list[dict[str, Any]]:
     """Return up to count newest events, oldest first."""
+    # An entry holds at least one event: count entries are enough for count events.
     entries = get_client().xrevrange(_keys(prefix).events, count=count) or []
-    return _decode(entries[::-1])
+    return decode(entries[::-1])[-count:]
 
 
 class EventFeed:
@@ -85,15 +89,10 @@ class EventFeed:
         self.last_id = ORIGIN
         self._stream = _keys(self.prefix).events
         self._client: Any = None
-        self._pubsub: Any = None
-        self._more = False  # the last read was full: read again without waiting
 
     async def open(self, last_id: str | None) -> Batch:
-        """Subscribe, then return what happened after last_id (None: start from now)."""
+        """Connect, then return what happened after last_id (None: start from now)."""
         self._client = new_async_client()
-        self._pubsub = self._client.pubsub(ignore_subscribe_messages=True)
-        # Subscribe before reading, so nothing published in between goes unnoticed.
-        await self._pubsub.subscribe(layout.channel(self.prefix))
         if not valid_id(last_id):
             newest = await self._client.xrevrange(self._stream, count=1)
             self.last_id = str(newest[0][0]) if newest else ORIGIN
@@ -113,27 +112,22 @@ class EventFeed:
             self.last_id = str(newest[0][0]) if newest else ORIGIN
             return Batch(last_id=self.last_id, gap=True)
         self.last_id = str(entries[-1][0]) if entries else last_id
-        return Batch(_decode(entries), self.last_id)
+        return Batch(decode(entries), self.last_id)
 
     async def next(self) -> Batch:
-        """Wait for a publish (or `poll` seconds), then return the events after last_id."""
-        if not self._more:
-            message = await self._pubsub.get_message(timeout=self.poll)
-            for _ in range(READ_BATCH):  # one read serves every message already here
-                if message is None:
-                    break
-                message = await self._pubsub.get_message(timeout=0)
-        entries = await self._client.xread({self._stream: self.last_id}, count=READ_BATCH)
+        """Return the events after last_id, waiting up to `poll` seconds for some to arrive."""
+        # The block must end before the client's socket timeout (BLOCK_TIMEOUT is below it).
+        wait = min(float(self.poll), float(dtq_settings.BLOCK_TIMEOUT))
+        entries = await self._client.xread(
+            {self._stream: self.last_id}, count=READ_BATCH, block=max(int(wait * 1000), 1)
+        )
         found = entries[0][1] if entries else []
-        self._more = len(found) == READ_BATCH
         if found:
             self.last_id = str(found[-1][0])
-        return Batch(_decode(found), self.last_id)
+        return Batch(decode(found), self.last_id)
 
     async def close(self) -> None:
-        """Unsubscribe and close the client."""
-        if self._pubsub is not None:
-            await self._pubsub.aclose()
+        """Close the client."""
         if self._client is not None:
             await self._client.aclose()
-        self._pubsub = self._client = None
+        self._client = None

@@ -33,11 +33,6 @@ class TaskRef:
     idem: str = ""
 
 
-def channel(prefix: str) -> str:
-    """Return the pub/sub channel that lifecycle events are published on."""
-    return f"{prefix}:events"
-
-
 def shared_keys(keys: Keys) -> list[str]:
     """Return the seven shared keys, in lib.lua order."""
     return list(_shared_keys(keys, int(time.time() // 60)))
@@ -86,7 +81,6 @@ def build(
         len(queues),
         len(task_list),
         int(s.EVENT_STREAM_MAXLEN),
-        channel(keys.prefix),
         int(s.RETENTION),
         int(s.RESULT_TTL),
         int(s.IDEMPOTENCY_TTL),

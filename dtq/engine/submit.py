@@ -29,7 +29,6 @@ from dtq.engine.scripts import Scripts
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
-BULK_CHUNK = 500  # submissions per pipelined write: at most two of them await replies
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -88,24 +87,15 @@ def validate(sub: Submission) -> None:
         )
 
 
-def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list[Any]]:
-    """Validate and encode a submission into (KEYS, ARGV) for submit.lua."""
-    validate(sub)
+def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
+    """Return the 14 submit.lua fields of one validated submission."""
     s = dtq_settings
     payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES))
-    if sub.task_id is not None:
-        task_id, shard = sub.task_id, ids.shard_of(sub.task_id)
-    else:
-        shard = 0 if s.SHARDS <= 1 else secrets.randbelow(s.SHARDS)
-        task_id = ids.new_id(shard)
-    keys = Keys(prefix or s.KEY_PREFIX, shard)
-    ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
-    key_list, header = layout.build(keys, [sub.queue], [ref])
-    argv: list[Any] = list(header)
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
-    argv += [
+    return [
+        qi,
         task_id,
         sub.name,
         sub.priority,
@@ -120,11 +110,57 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
         codec.fingerprint(sub.name, payload) if sub.idempotency_key else "",
         s.max_depth(sub.queue),
     ]
-    return key_list, argv
+
+
+def _task_id(sub: Submission) -> tuple[str, int]:
+    """Return the submission's task id (chosen now unless given) and its shard."""
+    if sub.task_id is not None:
+        return sub.task_id, ids.shard_of(sub.task_id)
+    shards = int(dtq_settings.SHARDS)
+    shard = 0 if shards <= 1 else secrets.randbelow(shards)
+    return ids.new_id(shard), shard
+
+
+def _calls(
+    subs: Sequence[Submission], offset: int, errors: dict[int, DtqError]
+) -> list[tuple[list[str], list[Any], list[int]]]:
+    """Validate and encode submissions into submit.lua calls, one per shard.
+
+    Each call is (KEYS, ARGV, the positions in subs of its tasks, in reply order). An invalid
+    submission is left out and its error put in `errors` under offset + its position.
+    """
+    by_shard: dict[int, tuple[list[str], list[layout.TaskRef], list[Any], list[int]]] = {}
+    for position, sub in enumerate(subs):
+        try:
+            validate(sub)
+            task_id, shard = _task_id(sub)
+            queues, refs, args, positions = by_shard.setdefault(shard, ([], [], [], []))
+            task_args = _task_args(sub, task_id, layout.queue_index(queues, sub.queue))
+        except (SubmitError, InvalidTaskError) as exc:
+            errors[offset + position] = exc
+            continue
+        refs.append(layout.TaskRef(task_id, sub.queue, sub.idempotency_key or ""))
+        args += task_args
+        positions.append(position)
+    calls = []
+    for shard, (queues, refs, args, positions) in by_shard.items():
+        key_list, header = layout.build(Keys(dtq_settings.KEY_PREFIX, shard), queues, refs)
+        calls.append((key_list, [*header, *args], positions))
+    return calls
+
+
+def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list[Any]]:
+    """Validate and encode one submission into (KEYS, ARGV) for submit.lua."""
+    validate(sub)
+    task_id, shard = _task_id(sub)
+    keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
+    ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
+    key_list, header = layout.build(keys, [sub.queue], [ref])
+    return key_list, [*header, *_task_args(sub, task_id, 1)]
 
 
 def interpret(sub: Submission, reply: list[Any]) -> Accepted:
-    """Turn submit.lua's reply into an Accepted, or raise the matching SubmitError."""
+    """Turn one task's REPLY_FIELDS reply fields of submit.lua into an Accepted, or raise."""
     kind = reply[0]
     if kind == "ok":
         return Accepted(reply[1], reply[2], created_ms=int(reply[3]))
@@ -152,40 +188,53 @@ def submit(sub: Submission) -> Accepted:
     return interpret(sub, reply)
 
 
-def prepare_many(subs: Sequence[Submission]) -> list[tuple[list[str], list[Any]]]:
+def prepare_many(subs: Sequence[Submission]) -> None:
     """Validate and encode every submission; BulkSubmitError names each invalid item."""
-    prepared: list[tuple[list[str], list[Any]]] = []
     errors: dict[int, DtqError] = {}
-    for i, sub in enumerate(subs):
-        try:
-            prepared.append(prepare(sub))
-        except (SubmitError, InvalidTaskError) as exc:
-            errors[i] = exc
+    _calls(subs, 0, errors)
     if errors:
         raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
-    return prepared
+
+
+MANY_CHUNK = 500  # tasks per script call at most: a script blocks Redis while it runs
+REPLY_FIELDS = 4  # per task in submit.lua's reply: kind, id, state, created at
 
 
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks, pipelined BULK_CHUNK per write; each one atomic on its own.
+    """Accept many tasks in one script call per shard and MANY_CHUNK tasks, pipelined.
 
-    Every item is validated before anything is written (BulkSubmitError if any is invalid);
-    a refusal found by the script (a full queue, an idempotency key) is that item's entry.
+    Every item is validated before anything is written (BulkSubmitError names each invalid
+    one). Each task is then accepted or refused on its own, as if submitted alone (a full
+    queue or an idempotency conflict refuses that task only): its entry is the SubmitError.
     """
-    prepared = prepare_many(subs)
+    chunks = [subs[start : start + MANY_CHUNK] for start in range(0, len(subs), MANY_CHUNK)]
+    errors: dict[int, DtqError] = {}
+    encoded = [_calls(chunk, n * MANY_CHUNK, errors) for n, chunk in enumerate(chunks)]
+    if errors:
+        raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
+    calls = [
+        (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
+    ]
     client = get_client()
-    replies = call_script_many(client, Scripts.of(client).submit, prepared, BULK_CHUNK)
-    results: list[Accepted | SubmitError] = []
-    for sub, reply in zip(subs, replies, strict=True):
-        if isinstance(reply, Exception):  # e.g. OOM: this one was not written
-            refused = refusals.as_submit_error(reply)
-            results.append(refused or SubmitError(f"Redis refused the submission: {reply}"))
-            continue
-        try:
-            results.append(interpret(sub, reply))
-        except SubmitError as exc:
-            results.append(exc)
-    return results
+    replies = call_script_many(
+        client, Scripts.of(client).submit, [(keys, argv) for _, (keys, argv, _) in calls]
+    )
+    results: list[Accepted | SubmitError | None] = [None] * len(subs)
+    for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
+        for i, position in enumerate(positions):
+            results[start + position] = _outcome(subs[start + position], reply, i)
+    return [r for r in results if r is not None]
+
+
+def _outcome(sub: Submission, reply: Any, i: int) -> Accepted | SubmitError:
+    """Return the i-th task's outcome of one submit.lua call (its reply or its error)."""
+    if isinstance(reply, Exception):  # e.g. OOM: the call wrote nothing
+        refused = refusals.as_submit_error(reply)
+        return refused or SubmitError(f"Redis refused the submission: {reply}")
+    try:
+        return interpret(sub, reply[REPLY_FIELDS * i :])
+    except SubmitError as exc:
+        return exc
 
 
 async def asubmit(sub: Submission) -> Accepted:

@@ -469,7 +469,9 @@ class Worker(LivenessMixin, ReadingMixin):
             ]
         keys, argv = layout.build(self.keys, queues, refs)
         dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
-        applied = await self._flusher.script(self._scripts.finalize, keys, [*argv, dlq, *args])
+        applied = await self._flusher.script(
+            self._scripts.finalize, keys, [*argv, dlq, self.worker_id, *args]
+        )
         for (att, _), ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(

@@ -8,6 +8,7 @@ from typing import Any
 
 import redis
 
+from dtq.engine import events
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.layout import STATE_ORDER
 from tests.chaos.config import QUEUE
@@ -77,8 +78,7 @@ def _events(client: redis.Redis, keys: Keys) -> list[list[Any]]:
     out, cursor = [], "-"
     while True:
         batch = client.xrange(keys.events, cursor, "+", count=5000)
-        for _, fields in batch:
-            e = json.loads(fields["e"])
+        for e in events.decode(batch):
             out.append([e["type"], e["task"], e.get("attempt"), e.get("state"), e["ts"]])
         if len(batch) < 5000:
             return out

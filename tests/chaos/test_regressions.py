@@ -123,7 +123,7 @@ def finalize_as(env: Env, worker: str, claimed: list[Any], kind: str = "success"
     task_id, eid, attempt = claimed[0], claimed[1], claimed[6]
     history = f'{{"attempt":{attempt},"worker":"{worker}","outcome":"{kind}"}}'
     keys, argv = layout.build(env.keys, ["tests"], [layout.TaskRef(task_id, "tests")])
-    args = [*argv, "1", 1, 1, eid, attempt, kind, '"done"', history, 0]
+    args = [*argv, "1", worker, 1, 1, eid, attempt, kind, '"done"', history, 0]
     return list(Scripts.of(get_client()).finalize(keys=keys, args=args))
 
 

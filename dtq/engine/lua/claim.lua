@@ -10,8 +10,16 @@
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
 -- claimed already (the same call sent again) is handed back with its attempt unchanged.
+BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
-local out = {}
+local out, n = {}, 0
+local function hand_out(id, eid, qi, band, r, attempt)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, eid, qi, band
+  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = r[5], r[6], attempt, r[8]
+  -- Fields submit leaves out when at their default (a nil would end the reply early).
+  out[n + 9], out[n + 10], out[n + 11] = r[9] or '', r[10] or '{}', r[11] or ''
+  n = n + 11
+end
 local paused = {}
 local function is_paused(qi)
   if paused[qi] == nil then
@@ -35,10 +43,8 @@ for ti = 1, NT do
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
     redis.call('HSET', tk, 'lease', NOW + lease_ms)
-    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
-    for _, v in ipairs({id, eid, qi, band, r[5], r[6], tonumber(r[7]), r[8], r[9], r[10], r[11]}) do
-      table.insert(out, v)
-    end
+    zset(KEYS[K_RUNNING], id, NOW + lease_ms)
+    hand_out(id, eid, qi, band, r, tonumber(r[7]))
   elseif not id or state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
@@ -47,7 +53,7 @@ for ti = 1, NT do
     -- A blocking read that began before the queue was paused: give the entry back.
     ack(qi, band, eid)
     deliver(tk, id, qi, band, tonumber(r[7]) + 1)
-  elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
+  elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
     ack(qi, band, eid)
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
     emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
@@ -61,14 +67,12 @@ for ti = 1, NT do
     settle_idempotency(tk, ik, 'failed', r[11])
   else
     local attempt = tonumber(r[7]) + 1
-    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    zset(KEYS[K_RUNNING], id, NOW + lease_ms)
     observe(qi, 'wait', NOW - tonumber(r[14] or NOW))
     move(tk, id, qi, 'QUEUED', 'RUNNING',
       {'attempt', attempt, 'worker', worker, 'started_at', NOW, 'lease', NOW + lease_ms})
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
-    for _, v in ipairs({id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10], r[11]}) do
-      table.insert(out, v)
-    end
+    hand_out(id, eid, qi, band, r, attempt)
   end
 end
 return out

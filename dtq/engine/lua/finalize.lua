@@ -1,30 +1,38 @@
 -- finalize.lua: record the outcome of a batch of finished attempts, then acknowledge them.
 -- KEYS: lib layout with the batch's queue blocks and one task block per outcome.
--- ARGV after the header: 1 DLQ enabled ('1'/'0'),
+-- ARGV after the header: 1 DLQ enabled ('1'/'0'), 2 worker id,
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
 --   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
 -- Reply: one integer per outcome: 1 applied, 0 rejected by the fence.
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
--- result / schedule / DLQ -> event -> idempotency record -> XACK.
+-- result / schedule / DLQ -> event -> idempotency record -> XACK (batched, last of all).
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
--- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome whose
--- history entry is recorded already is this call sent again: 1, and nothing is written.
-local use_dlq = ARGV[ARG0 + 1]
+-- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome
+-- recorded already is this call sent again: 1, and nothing is written.
+-- A success appends no history entry: the record's attempt, worker, started_at and
+-- finished_at are that entry (records/tasks.py adds it back), which keeps the record's
+-- values short (Redis then keeps the hash as a listpack instead of converting it to a
+-- hashtable, about 8 us per task).
+BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
+local use_dlq, worker = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local out = {}
 
 for ti = 1, NT do
-  local b = ARG0 + 1 + (ti - 1) * 8
+  local b = ARG0 + 2 + (ti - 1) * 8
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
-    'history_n', 'history', 'cancel', 'idem')
+    'history_n', 'history', 'cancel', 'idem', 'worker')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
-  -- redis-py resends a call whose reply a dropped connection lost: the entry (worker, times)
-  -- is in the history only if this very outcome was applied, so it is not a stale one.
-  if fenced and id and string.find(r[7] or '', history, 1, true) then
+  -- redis-py resends a call whose reply a dropped connection lost. A success of this attempt
+  -- by this worker, or this very history entry (worker, times), is recorded only if this
+  -- outcome was applied, so it is not a stale one.
+  local resent = fenced and id and ((r[2] == 'SUCCEEDED' and r[4] == attempt and
+    r[10] == worker) or string.find(r[7] or '', history, 1, true))
+  if resent then
     table.insert(out, 1)
   elseif fenced then
     count(qi, 'stale')
@@ -32,9 +40,14 @@ for ti = 1, NT do
     table.insert(out, 0)
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
-    local fields = history_fields(r[6], r[7], history)
-    redis.call('HDEL', tk, 'lease')
-    redis.call('ZREM', KEYS[K_RUNNING], id)
+    local fields
+    if outcome == 'success' then
+      fields = {'history_n', (tonumber(r[6]) or 0) + 1}
+    else
+      fields = history_fields(r[6], r[7], history)
+    end
+    fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
+    zset(KEYS[K_RUNNING], id, false)
     if outcome == 'retry' and r[8] == '1' then
       outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
     end
@@ -51,7 +64,7 @@ for ti = 1, NT do
         table.insert(fields, v)
       end
       move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
-      redis.call('ZADD', KEYS[K_SCHEDULE], due, id)
+      zset(KEYS[K_SCHEDULE], id, due)
       emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
     elseif outcome == 'cancel' then
       for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end

@@ -1,4 +1,7 @@
 -- lib.lua: helpers prepended to every dtq script (not a script on its own).
+-- scripts.py includes only the paragraphs (blocks between blank lines) a script uses: a
+-- paragraph that defines a name the script (or an included paragraph) mentions. Keep a
+-- state and the functions that write and flush it in one paragraph.
 --
 -- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
 --   KEYS[1..7]   shared:  schedule (zset), running (zset id -> lease deadline ms),
@@ -11,42 +14,59 @@
 --                         task record (hash), result (string), idempotency record (hash)
 -- and the same ARGV header:
 --   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
---   ARGV[4] pub/sub channel  ARGV[5] retention of terminal records (s)
---   ARGV[6] result ttl (s)  ARGV[7] idempotency record ttl (s)  ARGV[8] consumer group
---   ARGV[9 .. 8+nq] queue names, in block order; script arguments follow (see ARG0).
+--   ARGV[4] retention of terminal records (s)  ARGV[5] result ttl (s)
+--   ARGV[6] idempotency record ttl (s)  ARGV[7] consumer group
+--   ARGV[8 .. 7+nq] queue names, in block order; script arguments follow (see ARG0).
 
 local NSHARED, QB, TB = 7, 14, 3
 local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
+local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
+
 local STATE_ORDER = {PENDING = 1, QUEUED = 2, RUNNING = 3, RETRYING = 4, SUCCEEDED = 5,
   FAILED = 6, DEAD_LETTERED = 7, CANCELLED = 8, EXPIRED = 9}
 local TERMINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
   EXPIRED = true}
-local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
 local COUNTER = {QUEUED = 'queued', RUNNING = 'started', RETRYING = 'retried',
   SUCCEEDED = 'succeeded', FAILED = 'failed', DEAD_LETTERED = 'dead_lettered',
   CANCELLED = 'cancelled', EXPIRED = 'expired'}
 
 local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
-local EVENTS_MAXLEN, CHANNEL = ARGV[3], ARGV[4]
-local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local GROUP = ARGV[8]
-local ARG0 = 8 + NQ  -- script arguments start at ARGV[ARG0 + 1]
+local EVENTS_MAXLEN = ARGV[3]
+local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+local GROUP = ARGV[7]
+local ARG0 = 7 + NQ  -- script arguments start at ARGV[ARG0 + 1]
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
-local function qname(qi) return ARGV[8 + qi] end
+local function qname(qi) return ARGV[7 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
 
+-- Lifecycle events are JSON objects built by concatenation (cheaper than cjson.encode of a
+-- table), gathered during the call and written by flush_events (which scripts.py appends to
+-- every script) as one entry of the capped event stream: a batch of claims or outcomes costs
+-- one XADD. Ids, queue names and states need no escaping (keys.py and ids.py allow only
+-- [A-Za-z0-9_.:-]); other strings go through cjson.
+local events = {}
 local function emit(etype, id, qi, state, attempt, extra)
-  local ev = {type = etype, task = id, queue = qname(qi), state = state,
-    attempt = tonumber(attempt) or 0, ts = NOW}
-  if extra then for k, v in pairs(extra) do ev[k] = v end end
-  local payload = cjson.encode(ev)
+  local ev = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' .. qname(qi) ..
+    '","state":"' .. (state or '') .. '","attempt":' .. (tonumber(attempt) or 0) .. ',"ts":' .. NOW
+  if extra then
+    for k, v in pairs(extra) do
+      ev = ev .. ',"' .. k .. '":' .. (type(v) == 'number' and v or cjson.encode(v))
+    end
+  end
+  events[#events + 1] = ev .. '}'
+end
+local function flush_events()
+  local n = #events
+  if n == 0 then return end
+  local payload = events[1]
+  if n > 1 then payload = '[' .. table.concat(events, ',') .. ']' end
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', payload)
-  redis.call('PUBLISH', CHANNEL, payload)
+  events = {}
 end
 
 -- Counters are summed in the script and written once per field when it ends (flush_counts,
@@ -62,12 +82,10 @@ local function tally(key, field, n)
   end
   t[field] = (t[field] or 0) + (n or 1)
 end
-
 local function count(qi, field, n)
   tally(qkey(qi, Q_STATS), field, n)
   tally(KEYS[K_TP], qname(qi) .. ':' .. field, n)
 end
-
 local function flush_counts()
   for _, key in ipairs(tally_keys) do
     for field, n in pairs(tallies[key]) do
@@ -98,12 +116,62 @@ local function observe(qi, kind, ms)
   tally(stats, 'h_' .. kind .. '_count')
 end
 
+-- Batched writes. A hot script (claim, finalize) sets BATCH = true: its sorted-set writes
+-- and acknowledgements are then gathered and sent at the end of the call, one command per
+-- key (ZADD key s1 m1 s2 m2 ..., ZREM key m1 m2 ..., XACK/XDEL stream id1 id2 ...) instead
+-- of one per task. Only scripts that never read those keys after writing them may set it.
+-- zsets[key][member] = score, or false to remove: the last write of a member wins, which is
+-- what the same writes one by one would have left.
+local BATCH = false
+local zsets, zset_keys = {}, {}
+local function zset(key, member, score)
+  if not BATCH then
+    if score then redis.call('ZADD', key, score, member) else redis.call('ZREM', key, member) end
+    return
+  end
+  local t = zsets[key]
+  if not t then
+    t = {}
+    zsets[key] = t
+    zset_keys[#zset_keys + 1] = key
+  end
+  t[member] = score
+end
+local CHUNK = 200  -- members per command (unpack has a stack limit)
+local function send_chunked(head, items)
+  for i = 1, #items, CHUNK do
+    local args = {unpack(head)}
+    for j = i, math.min(i + CHUNK - 1, #items) do args[#args + 1] = items[j] end
+    redis.call(unpack(args))
+  end
+end
+local function flush_zsets()
+  for _, key in ipairs(zset_keys) do
+    local adds, rems = {}, {}
+    for member, score in pairs(zsets[key]) do
+      if score then
+        adds[#adds + 1] = score
+        adds[#adds + 1] = member
+      else
+        rems[#rems + 1] = member
+      end
+    end
+    if #adds > 0 then
+      for i = 1, #adds, 2 * CHUNK do
+        redis.call('ZADD', key, unpack(adds, i, math.min(i + 2 * CHUNK - 1, #adds)))
+      end
+    end
+    if #rems > 0 then send_chunked({'ZREM', key}, rems) end
+  end
+  zsets, zset_keys = {}, {}
+end
+
 -- Move a task record between states, keeping indexes, counters and retention in step.
 -- fields: more record fields to set in the same HSET (name, value, ...; the list is reused),
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
-  if old and STATE_ORDER[old] then redis.call('ZREM', qkey(qi, STATE_ORDER[old]), id) end
-  redis.call('ZADD', qkey(qi, STATE_ORDER[new]), NOW, id)
+  if old and STATE_ORDER[old] then zset(qkey(qi, STATE_ORDER[old]), id, false) end
+  zset(qkey(qi, STATE_ORDER[new]), id, NOW)
   local set = fields or {}
   local n = #set
   set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
@@ -137,12 +205,32 @@ local function add_history(tk, entry_json)
 end
 
 -- Acknowledge and delete a stream entry: acknowledged entries are the only ones we delete.
+-- Under BATCH the entries are acknowledged at the very end of the call (flush_acks, after
+-- every other write: ack last), one XACK and one XDEL per stream.
+local acks, ack_keys = {}, {}
 local function ack(qi, band, eid)
   if eid and eid ~= '' then
     local s = stream_key(qi, band)
-    redis.call('XACK', s, GROUP, eid)
-    redis.call('XDEL', s, eid)
+    if not BATCH then
+      redis.call('XACK', s, GROUP, eid)
+      redis.call('XDEL', s, eid)
+      return
+    end
+    local t = acks[s]
+    if not t then
+      t = {}
+      acks[s] = t
+      ack_keys[#ack_keys + 1] = s
+    end
+    t[#t + 1] = eid
   end
+end
+local function flush_acks()
+  for _, s in ipairs(ack_keys) do
+    send_chunked({'XACK', s, GROUP}, acks[s])
+    send_chunked({'XDEL', s}, acks[s])
+  end
+  acks, ack_keys = {}, {}
 end
 
 -- Add a fresh stream entry for the task's next attempt and return its id. The entry names
@@ -215,7 +303,7 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
   add_history(tk, cjson.encode({attempt = attempt, worker = r[5],
     started_at = (tonumber(r[6]) or NOW) / 1000, ended_at = NOW / 1000, outcome = 'lost',
     error = 'dtq.WorkerLost', message = message}))
-  redis.call('ZREM', KEYS[K_RUNNING], id)
+  zset(KEYS[K_RUNNING], id, false)
   redis.call('HDEL', tk, 'lease')
   ack(qi, band, eid)
   count(qi, 'reclaimed')

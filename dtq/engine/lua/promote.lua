@@ -21,7 +21,7 @@ for ti = 1, NT do
       redis.call('ZREM', KEYS[K_SCHEDULE], id)
       if state ~= 'PENDING' and state ~= 'RETRYING' then
         dropped = dropped + 1
-      elseif tonumber(r[4]) > 0 and NOW >= tonumber(r[4]) then
+      elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
         move(tk, id, qi, state, 'EXPIRED')
         emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[3])
         settle_idempotency(tk, ik, 'failed')

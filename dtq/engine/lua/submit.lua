@@ -1,64 +1,93 @@
--- submit.lua: accept one task (QUEUED now, or PENDING until its run time).
--- KEYS: lib layout with 1 queue block and 1 task block (record, result, idempotency record).
--- ARGV after the header: 1 task id, 2 task name, 3 priority, 4 band, 5 max attempts,
---   6 payload (JSON), 7 delay (ms, 0 = now), 8 expires at (ms, 0 = never), 9 timeout (s or ''),
---   10 retry policy (JSON), 11 idempotency key ('' = none), 12 payload fingerprint,
---   13 queue depth limit (0 = none)
--- Reply: {'ok', id, state, created at (ms, Redis clock)} | {'full', active} |
---        {'conflict', other id} | {'in_progress', other id} | {'duplicate', other id}
--- A task id that already has a record is the same call sent again: {'ok', id, current state,
--- its created at}, and nothing is written.
-local id, name, priority, band = ARGV[ARG0 + 1], ARGV[ARG0 + 2], ARGV[ARG0 + 3], ARGV[ARG0 + 4]
-local max_attempts, payload = ARGV[ARG0 + 5], ARGV[ARG0 + 6]
-local delay, expires_at = tonumber(ARGV[ARG0 + 7]), ARGV[ARG0 + 8]
-local timeout, retry = ARGV[ARG0 + 9], ARGV[ARG0 + 10]
-local idem, fingerprint, max_depth = ARGV[ARG0 + 11], ARGV[ARG0 + 12], tonumber(ARGV[ARG0 + 13])
-local tk, ik = tkey(1, 1), tkey(1, 3)
+-- submit.lua: accept tasks (QUEUED now, or PENDING until their run time), one or many a call.
+-- KEYS: lib layout with one block per queue and one task block per task (record, result,
+--   idempotency record).
+-- ARGV after the header: 14 fields per task, in task-block order: 1 queue index, 2 task id,
+--   3 task name, 4 priority, 5 band, 6 max attempts, 7 payload (JSON), 8 delay (ms, 0 = now),
+--   9 expires at (ms, 0 = never), 10 timeout (s or ''), 11 retry policy (JSON),
+--   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none)
+-- Reply: 4 fields per task: 'ok', id, state, created at (ms, Redis clock) |
+--   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
+--   'duplicate', other id, '', ''
+-- Each task is accepted or refused on its own, as if submitted alone in this order.
+-- A task id that already has a record is the same call sent again: 'ok', id, current state,
+-- its created at, and nothing is written for it.
+-- Many tasks: index writes go out once per key (lib.lua); nothing here reads them back.
+BATCH = NT > 1
+local out, n = {}, 0
+local function reply(a, b, c, d)
+  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = a, b, c or '', d or ''
+  n = n + 4
+end
 
--- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
--- write). Writing again would add a second stream entry, count the task twice and reset a
--- task that already started: answer as the first call did instead.
-local prior = redis.call('HMGET', tk, 'state', 'created_at')
-if prior[1] then return {'ok', id, prior[1], tonumber(prior[2]) or 0} end
+local active = {}  -- queue index -> tasks counted as active, this call's included
+local registered = {}
 
-if idem ~= '' then
-  -- The record carries its task's progress, so no other task's key is needed here.
-  local rec = redis.call('HMGET', ik, 'task', 'fp', 'state')
-  if rec[1] then
-    if rec[2] ~= fingerprint then return {'conflict', rec[1]} end
-    if rec[3] == 'processing' then return {'in_progress', rec[1]} end
-    return {'duplicate', rec[1]}
+-- Accept one task, or return why not (the reply's three fields).
+local function accept(ti, b)
+  local qi = tonumber(ARGV[b + 1])
+  local id, name, priority, band = ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
+  local max_attempts, payload, delay = ARGV[b + 6], ARGV[b + 7], tonumber(ARGV[b + 8])
+  local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
+  local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
+  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+
+  -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
+  -- write). Writing again would add a second stream entry, count the task twice and reset a
+  -- task that already started: answer as the first call did instead.
+  local prior = redis.call('HMGET', tk, 'state', 'created_at')
+  if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+
+  if idem ~= '' then
+    -- The record carries its task's progress, so no other task's key is needed here.
+    local rec = redis.call('HMGET', ik, 'task', 'fp', 'state')
+    if rec[1] then
+      if rec[2] ~= fingerprint then return 'conflict', rec[1] end
+      if rec[3] == 'processing' then return 'in_progress', rec[1] end
+      return 'duplicate', rec[1]
+    end
   end
+
+  local stats = qkey(qi, Q_STATS)
+  if max_depth > 0 then
+    if not active[qi] then active[qi] = tonumber(redis.call('HGET', stats, 'active') or '0') end
+    if active[qi] >= max_depth then return 'full', active[qi] end
+  end
+  if active[qi] then active[qi] = active[qi] + 1 end
+
+  if not registered[qi] then
+    redis.call('SADD', KEYS[K_QUEUES], qname(qi))
+    registered[qi] = true
+  end
+  tally(stats, 'active')
+  count(qi, 'submitted')
+
+  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
+  -- every reader takes a missing field as its default.
+  local fields = {'id', id, 'name', name, 'queue', qname(qi), 'priority', priority,
+    'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
+    'created_at', NOW, 'retry', retry, 'history_n', 0, 'run_after', NOW + delay}
+  if expires_at ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'expires_at', expires_at end
+  if timeout ~= '' then fields[#fields + 1], fields[#fields + 2] = 'timeout', timeout end
+  if idem ~= '' then fields[#fields + 1], fields[#fields + 2] = 'idem', idem end
+  local state = 'PENDING'
+  if delay > 0 then
+    zset(KEYS[K_SCHEDULE], id, NOW + delay)
+    fields[#fields + 1], fields[#fields + 2] = 'delivery', ''
+  else
+    state = 'QUEUED'
+    local k = #fields
+    fields[k + 1], fields[k + 2] = 'delivery', add_entry(id, qi, band, 1, idem)
+    fields[k + 3], fields[k + 4] = 'enqueued_at', NOW
+  end
+  move(tk, id, qi, nil, state, fields)
+  emit('TASK_SUBMITTED', id, qi, state, 0, {name = name})
+  if idem ~= '' then
+    -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
+    -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
+    redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
+  end
+  return 'ok', id, state, NOW
 end
 
-local stats = qkey(1, Q_STATS)
-if max_depth > 0 then
-  local active = tonumber(redis.call('HGET', stats, 'active') or '0')
-  if active >= max_depth then return {'full', active} end
-end
-
-redis.call('SADD', KEYS[K_QUEUES], qname(1))
-tally(stats, 'active')
-count(1, 'submitted')
-
-local fields = {'id', id, 'name', name, 'queue', qname(1), 'priority', priority,
-  'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
-  'created_at', NOW, 'expires_at', expires_at, 'timeout', timeout, 'retry', retry,
-  'idem', idem, 'history', '[]', 'history_n', 0, 'delivery', '', 'run_after', NOW + delay}
-local state = 'PENDING'
-if delay > 0 then
-  redis.call('ZADD', KEYS[K_SCHEDULE], NOW + delay, id)
-else
-  state = 'QUEUED'
-  -- The record's last four fields become delivery = the new entry, enqueued_at = now.
-  fields[#fields - 2], fields[#fields - 1] = add_entry(id, 1, band, 1, idem), 'enqueued_at'
-  fields[#fields] = NOW
-end
-move(tk, id, 1, nil, state, fields)
-emit('TASK_SUBMITTED', id, 1, state, 0, {name = name})
-if idem ~= '' then
-  -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
-  -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
-  redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
-end
-return {'ok', id, state, NOW}
+for ti = 1, NT do reply(accept(ti, ARG0 + (ti - 1) * 14)) end
+return out

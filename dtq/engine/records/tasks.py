@@ -42,7 +42,28 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
         record[name] = _json_or_raw(raw.get(name))
     record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None
     record["cancel_requested"] = raw.get("cancel") == "1"
+    _add_success_entry(record)
     return record
+
+
+def _add_success_entry(record: dict[str, Any]) -> None:
+    # finalize.lua stores no history entry for a success: the record's own fields are it.
+    history = record.get("history")
+    if record.get("state") != "SUCCEEDED" or not isinstance(history, list | None):
+        return
+    history = history or []
+    attempt = record.get("attempt")
+    if not any(isinstance(h, dict) and h.get("attempt") == attempt for h in history):
+        history.append(
+            {
+                "attempt": attempt,
+                "worker": record.get("worker"),
+                "started_at": record.get("started_at"),
+                "ended_at": record.get("finished_at"),
+                "outcome": "succeeded",
+            }
+        )
+    record["history"] = history
 
 
 def _json_or_raw(value: str | None) -> Any:

@@ -1,0 +1,120 @@
+"""The lean hot path: batched writes, one event entry per call, compact task records."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import pytest
+
+from dtq.engine import codec
+from dtq.engine.errors import BulkSubmitError, IdempotencyInProgress, InvalidTaskError, QueueFull
+from dtq.engine.keys import BANDS, GROUP
+from dtq.engine.records import get_task
+from dtq.engine.submit import Accepted, Submission, submit_many
+from tests.conftest import Env
+from tests.ops_support import claim_by_hand, finalize_by_hand
+from tests.testapp import tasks
+
+
+def test_a_batch_claimed_and_finished_leaves_every_index_in_step(dtq_env: Env) -> None:
+    ids = [tasks.record.enqueue(i).id for i in range(5)]
+    claimed = claim_by_hand("tests", 5, worker="w1")
+    client, keys = dtq_env.client, dtq_env.keys
+    assert sorted(client.zrange(keys.running, 0, -1)) == sorted(ids)
+    assert sorted(client.zrange(keys.index("tests", "RUNNING"), 0, -1)) == sorted(ids)
+    assert client.zcard(keys.index("tests", "QUEUED")) == 0
+
+    for c in claimed:
+        assert finalize_by_hand(c, "success", data=1) == 1
+    assert client.zcard(keys.running) == 0
+    assert client.zcard(keys.index("tests", "RUNNING")) == 0
+    assert sorted(client.zrange(keys.index("tests", "SUCCEEDED"), 0, -1)) == sorted(ids)
+    for band in BANDS:
+        stream = keys.stream("tests", band)
+        if client.exists(stream):
+            assert client.xpending(stream, GROUP)["pending"] == 0
+            assert client.xlen(stream) == 0  # acknowledged entries are deleted
+
+
+def test_a_success_keeps_the_record_compact_and_its_history_whole(dtq_env: Env) -> None:
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    now = time.time()
+    entry = {"attempt": 1, "worker": "w1", "started_at": now, "ended_at": now}
+    history = codec.dumps({**entry, "outcome": "succeeded"})  # as the worker writes it
+    assert finalize_by_hand(claimed, "success", data=1, history=history) == 1
+
+    # No value longer than 64 bytes: Redis keeps the hash a listpack (no conversion).
+    assert dtq_env.client.object("encoding", dtq_env.keys.task(task_id)) == "listpack"
+    record = get_task(task_id)
+    assert record is not None
+    [entry] = record["history"]
+    assert entry["attempt"] == 1 and entry["worker"] == "w1"
+    assert entry["outcome"] == "succeeded"
+    assert entry["started_at"] and entry["ended_at"] >= entry["started_at"]
+    assert record["lease"] is None
+
+
+def test_a_resent_success_is_applied_once(dtq_env: Env) -> None:
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    assert finalize_by_hand(claimed, "success", data=1) == 1  # the same call sent again
+    assert dtq_env.stats().get("stale", 0) == 0
+    assert len(dtq_env.events("TASK_SUCCEEDED")) == 1
+    # Another worker's outcome for the same attempt is stale, not a resend.
+    assert finalize_by_hand({**claimed, "worker": "w2"}, "success", data=1) == 0
+    record = get_task(task_id)
+    assert record is not None and len(record["history"]) == 1
+
+
+def sub(queue: str = "tests", **kwargs: Any) -> Submission:
+    return Submission(name=tasks.record.name, queue=queue, args=(1,), **kwargs)
+
+
+def test_submit_many_is_one_script_call_with_one_answer_per_task(dtq_env: Env) -> None:
+    dtq_env.configure(MAX_QUEUE_DEPTH=0, QUEUE_MAX_DEPTH={"tests": 2})
+    events_before = dtq_env.client.xlen(dtq_env.keys.events)
+    batch = [
+        sub(),
+        sub(idempotency_key="k1"),
+        sub(idempotency_key="k1"),  # the same key again in the same call: the task in flight
+        sub(),  # the third active task of a queue limited to 2
+        sub("other", delay=60),
+    ]
+    results = submit_many(batch)
+
+    first, keyed, again, full, delayed = results
+    assert isinstance(first, Accepted) and first.state == "QUEUED"
+    assert isinstance(keyed, Accepted) and keyed.state == "QUEUED"
+    assert isinstance(again, IdempotencyInProgress)
+    assert isinstance(full, QueueFull)
+    assert isinstance(delayed, Accepted) and delayed.state == "PENDING"
+    # One entry holds the call's three submitted events; the refused tasks wrote nothing.
+    assert dtq_env.client.xlen(dtq_env.keys.events) == events_before + 1
+    assert [e["task"] for e in dtq_env.events("TASK_SUBMITTED")] == [
+        first.id,
+        keyed.id,
+        delayed.id,
+    ]
+    assert dtq_env.stats()["submitted"] == 2 and dtq_env.stats("other")["submitted"] == 1
+    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", 1)) == 2
+    assert dtq_env.client.zscore(dtq_env.keys.schedule, delayed.id)
+
+
+def test_submit_many_refuses_bad_input_before_writing_anything(dtq_env: Env) -> None:
+    with pytest.raises(BulkSubmitError) as info:
+        submit_many([sub(), sub(priority=1000)])
+    assert isinstance(info.value.errors[1], InvalidTaskError)
+    assert dtq_env.client.xlen(dtq_env.keys.events) == 0
+    assert not dtq_env.client.exists(dtq_env.keys.stream("tests", 1))
+
+
+def test_a_submitted_record_writes_no_default_fields(dtq_env: Env) -> None:
+    task_id = tasks.record.enqueue(1).id
+    raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
+    assert not {"expires_at", "timeout", "idem", "history"} & set(raw)
+    record = get_task(task_id)
+    assert record is not None
+    assert (record["expires_at"], record["timeout"], record["history"]) == (None, None, None)
