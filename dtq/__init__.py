@@ -15,6 +15,7 @@ from dtq.engine.errors import (
 from dtq.engine.idempotency import idempotent_operation
 from dtq.engine.state import TaskState
 from dtq.result import TaskResult
+from dtq.schedules import periodic
 from dtq.task import Task, TaskContext, task
 
 __all__ = [
@@ -33,5 +34,6 @@ __all__ = [
     "TaskState",
     "WritesRefused",
     "idempotent_operation",
+    "periodic",
     "task",
 ]
