@@ -68,7 +68,10 @@ class Schedule:
             raise InvalidTaskError(f"overlap must be one of {OVERLAP}, got {self.overlap!r}")
         if self.catch_up_window.total_seconds() <= 0:
             raise InvalidTaskError("catch_up_window must be positive")
-        codec.encode_payload(list(self.args), dict(self.kwargs), 1 << 20)  # JSON or a clear error
+        try:
+            codec.encode_payload(list(self.args), dict(self.kwargs), 1 << 20)
+        except SubmitError as exc:
+            raise InvalidTaskError(f"schedule {self.name}: {exc}") from None
 
     def submission(self, slot_ms: int, key: str | None = None) -> Submission:
         """Build the submission of one firing (InvalidTaskError if the task is unknown)."""
