@@ -25,7 +25,7 @@ from dtq.engine.errors import (
     InvalidTaskError,
     SubmitError,
 )
-from dtq.engine.keys import Keys
+from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.state import TERMINAL_STATES
 from dtq.engine.submit import Submission, submit
 
@@ -62,6 +62,11 @@ class Schedule:
                 f"schedule name {self.name!r}: use 1-150 letters, digits and _ . @ / + = - "
                 "(pass name= to dtq.periodic)"
             )
+        if self.queue is not None:
+            try:
+                check_queue_name(self.queue)
+            except ValueError as exc:
+                raise InvalidTaskError(str(exc)) from None
         if self.catch_up not in CATCH_UP:
             raise InvalidTaskError(f"catch_up must be one of {CATCH_UP}, got {self.catch_up!r}")
         if self.overlap not in OVERLAP:
