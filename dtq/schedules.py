@@ -8,7 +8,7 @@ from datetime import timedelta
 from typing import Any
 
 from dtq.engine.cron import Timing
-from dtq.engine.errors import InvalidTaskError
+from dtq.engine.errors import InvalidTaskError, ScheduleNotFound
 from dtq.engine.firing import Schedule
 
 _lock = threading.Lock()
@@ -97,6 +97,9 @@ def database_schedules() -> list[Schedule]:
     return []
 
 
-def get(name: str) -> Schedule | None:
-    """Return the schedule of this name, or None."""
-    return next((s for s in all_schedules() if s.name == name), None)
+def get(name: str) -> Schedule:
+    """Return the schedule of this name, or raise ScheduleNotFound."""
+    found = next((s for s in all_schedules() if s.name == name), None)
+    if found is None:
+        raise ScheduleNotFound(name)
+    return found

@@ -156,7 +156,7 @@ class Firing:
 
     def run_once(self, client: Any, schedules: list[Schedule]) -> int:
         """Fire or skip every due slot of these schedules; return how many were decided."""
-        now = _redis_ms(client)
+        now = redis_ms(client)
         self.redis_now_ms, self.next_due_ms = now, None
         states = _read_states(client, self.keys, schedules)
         decided = 0
@@ -207,7 +207,7 @@ class Firing:
     ) -> tuple[str, str] | None:
         name, slot = schedule.name, decision.slot
         state_key = self.keys.periodic(name)
-        claim = _script(client, "claim")(keys=[state_key], args=[self.owner, slot, CLAIM_LEASE_MS])
+        claim = script(client, "claim")(keys=[state_key], args=[self.owner, slot, CLAIM_LEASE_MS])
         if _str(claim[0]) == "done":
             return ("done", "")
         if _str(claim[0]) != "ok":
@@ -227,7 +227,7 @@ class Firing:
                 kind, task_id, reason = fired
         entry = {"slot": slot, "outcome": kind, "task": task_id, "reason": reason}
         lines = [codec.dumps({**e, "at": self.redis_now_ms}) for e in (*decision.skipped, entry)]
-        reply = _script(client, "commit")(
+        reply = script(client, "commit")(
             keys=[state_key, self.keys.periodic_log(name)],
             args=[self.owner, slot, kind, task_id, LOG_LENGTH, *lines],
         )
@@ -259,7 +259,7 @@ class Firing:
         return max(self.next_due_ms - self.redis_now_ms, 0) / 1000
 
 
-def _script(client: Any, name: str) -> Any:
+def script(client: Any, name: str) -> Any:
     """Return this client's registered periodic_<name>.lua (loaded once per client)."""
     loaded = getattr(client, "_dtq_periodic_scripts", None)
     if loaded is None:
@@ -270,7 +270,7 @@ def _script(client: Any, name: str) -> Any:
     return loaded[name]
 
 
-def _redis_ms(client: Any) -> int:
+def redis_ms(client: Any) -> int:
     seconds, micros = client.time()
     return int(seconds) * 1000 + int(micros) // 1000
 
@@ -279,10 +279,10 @@ def _read_states(client: Any, keys: Keys, schedules: list[Schedule]) -> list[dic
     pipe = client.pipeline(transaction=False)
     for schedule in schedules:
         pipe.hgetall(keys.periodic(schedule.name))
-    return [_text(state) for state in pipe.execute()]
+    return [text(state) for state in pipe.execute()]
 
 
-def _text(state: dict[Any, Any]) -> dict[str, str]:
+def text(state: dict[Any, Any]) -> dict[str, str]:
     return {_str(k): _str(v) for k, v in state.items()}
 
 
@@ -292,12 +292,24 @@ def _str(value: Any) -> str:
 
 def task_state(client: Any, task_id: str) -> str | None:
     """Return a task's state, or None when its record is gone."""
-    if not task_id or not ids.is_valid(task_id):
-        return None
+    return task_states(client, [task_id])[0]
+
+
+def task_states(client: Any, task_ids: list[str]) -> list[str | None]:
+    """Return the state of each task (None when its record is gone), in one round trip."""
     from dtq.conf import dtq_settings
 
-    value = client.hget(Keys(dtq_settings.KEY_PREFIX, ids.shard_of(task_id)).task(task_id), "state")
-    return None if value is None else _str(value)
+    pipe = client.pipeline(transaction=False)
+    valid = [bool(task_id) and ids.is_valid(task_id) for task_id in task_ids]
+    for task_id, ok in zip(task_ids, valid, strict=True):
+        if ok:
+            pipe.hget(Keys(dtq_settings.KEY_PREFIX, ids.shard_of(task_id)).task(task_id), "state")
+    replies = iter(pipe.execute() if any(valid) else [])
+    out: list[str | None] = []
+    for ok in valid:
+        value = next(replies) if ok else None
+        out.append(None if value is None else _str(value))
+    return out
 
 
 def _finished(client: Any, task_id: str) -> bool:
