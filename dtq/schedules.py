@@ -2,17 +2,26 @@
 
 from __future__ import annotations
 
+import inspect
+import logging
 import threading
+import time
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from django.db import close_old_connections
+
 from dtq.engine.cron import Timing
-from dtq.engine.errors import InvalidTaskError, ScheduleNotFound
+from dtq.engine.errors import DtqError, InvalidTaskError, ScheduleNotFound
 from dtq.engine.firing import Schedule
 
+RELOAD_SECONDS = 2.0  # how soon a scheduler sees a schedule edited in the database
+log = logging.getLogger("dtq.scheduler")
 _lock = threading.Lock()
 _code: dict[str, Schedule] = {}
+_loaded: list[Schedule] | None = None  # the database's schedules, as a scheduler last read them
+_loaded_at = 0.0
 
 
 def periodic(
@@ -93,8 +102,63 @@ def all_schedules() -> list[Schedule]:
 
 
 def database_schedules() -> list[Schedule]:
-    """Return the enabled schedules stored in the database (none until the model exists)."""
-    return []
+    """Return the enabled, valid schedules stored in the database (invalid rows are logged)."""
+    from dtq.models import PeriodicSchedule
+
+    out = []
+    for row in PeriodicSchedule.objects.filter(enabled=True):
+        try:
+            out.append(row.as_schedule())
+        except DtqError as exc:  # edited outside clean(): never let one row stop the others
+            log.warning("schedule=%s is not loaded: %s", row.name, exc)
+    return out
+
+
+def schedules_for_firing(max_age: float = RELOAD_SECONDS) -> list[Schedule]:
+    """Return all_schedules(), re-read from the database at most every max_age seconds.
+
+    A database that cannot be read keeps the last list (and code schedules fire anyway), so a
+    scheduler never stops firing because of the database.
+    """
+    global _loaded_at, _loaded
+    now = time.monotonic()
+    if _loaded is None or now - _loaded_at >= max_age:
+        try:
+            fresh = database_schedules()
+        except Exception as exc:  # a scheduler must go on firing without its database
+            log.warning("database schedules not read (keeping the last list): %s", exc)
+            fresh = [] if _loaded is None else [s for s in _loaded if s.source == "database"]
+        finally:
+            close_old_connections()
+        _loaded, _loaded_at = fresh, now
+    code = code_schedules()
+    names = {s.name for s in code}
+    return code + [s for s in _loaded if s.name not in names]
+
+
+def check_definition(schedule: Schedule) -> None:
+    """Raise InvalidTaskError unless the task exists and the arguments fit its signature."""
+    from dtq.engine import registry
+
+    if schedule.source == "database" and schedule.name in _code:
+        raise InvalidTaskError(f"schedule name {schedule.name!r} is defined in code")
+    task = registry.get(schedule.task_name)
+    if task is None:
+        raise InvalidTaskError(f"no task named {schedule.task_name!r} (known: {_some_names()})")
+    params = list(inspect.signature(task.func).parameters.values())
+    if task.takes_context:
+        params = params[1:]
+    try:
+        inspect.Signature(params).bind(*schedule.args, **schedule.kwargs)
+    except TypeError as exc:
+        raise InvalidTaskError(f"arguments do not fit {schedule.task_name}: {exc}") from None
+
+
+def _some_names() -> str:
+    from dtq.engine import registry
+
+    names = registry.names()
+    return ", ".join(names[:10]) + (", ..." if len(names) > 10 else "")
 
 
 def get(name: str) -> Schedule:

@@ -103,6 +103,11 @@ def slot_of(key: str) -> datetime | None:
     return datetime.fromtimestamp(int(parts[2]) / 1000, UTC)
 
 
+def schedule_of(key: str) -> str | None:
+    """Return the schedule a firing's idempotency key names (None for any other key)."""
+    return key.split(":")[1] if slot_of(key) is not None else None
+
+
 @dataclass(frozen=True, slots=True)
 class Decision:
     """What to do with one slot: fire it, or skip it (with why); earlier skips ride along."""

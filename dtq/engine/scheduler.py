@@ -21,12 +21,12 @@ class Scheduler(Periodic):
 
     def run_once(self) -> int:
         """Promote due tasks and fire due schedules; return non-zero when more may be due."""
-        from dtq.schedules import all_schedules
+        from dtq.schedules import schedules_for_firing
 
         promoted = self.promote()
         if failpoints.ACTIVE:
             failpoints.hit("scheduler.before_firing")
-        self.firing.run_once(self.client, all_schedules())
+        self.firing.run_once(self.client, schedules_for_firing())
         return promoted
 
     def promote(self) -> int:
