@@ -19,7 +19,7 @@ def validate_schedule_name(value: str) -> None:
     from dtq.engine.firing import NAME
 
     if not NAME.match(value):
-        raise ValidationError("use 1-150 letters, digits and _ . @ / + = -")
+        raise ValidationError("use 1-150 letters, digits and _ . @ + = -")
 
 
 # Permission names (app label "dtq") for the admin and the API to check.

@@ -29,7 +29,7 @@ from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.state import TERMINAL_STATES
 from dtq.engine.submit import Submission, submit
 
-NAME = re.compile(r"^[A-Za-z0-9_.@/+=-]{1,150}$")
+NAME = re.compile(r"^[A-Za-z0-9_.@+=-]{1,150}$")
 KEY_HEAD = "dtq.periodic"
 GRACE_MS = 30_000  # a slot later than this is "missed": its schedule's catch_up decides
 CLAIM_LEASE_MS = 5_000  # how long a claim keeps other schedulers off a slot
@@ -59,7 +59,7 @@ class Schedule:
     def __post_init__(self) -> None:
         if not NAME.match(self.name):
             raise InvalidTaskError(
-                f"schedule name {self.name!r}: use 1-150 letters, digits and _ . @ / + = - "
+                f"schedule name {self.name!r}: use 1-150 letters, digits and _ . @ + = - "
                 "(pass name= to dtq.periodic)"
             )
         if self.queue is not None:
