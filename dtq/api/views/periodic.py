@@ -20,11 +20,13 @@ from dtq.api.responses import error_responses
 from dtq.engine import schedule_ops
 from dtq.engine.audit import audited
 from dtq.engine.errors import ScheduleNotFound
-from dtq.engine.firing import Schedule
+from dtq.engine.firing import NAME, Schedule
 from dtq.engine.schedule_ops import ScheduleStatus
 from dtq.models import PERM_SCHEDULES, PERM_VIEW, PeriodicSchedule
 
-NAME_PARAM = OpenApiParameter("name", str, OpenApiParameter.PATH, description="schedule name")
+NAME_PARAM = OpenApiParameter(
+    "name", str, OpenApiParameter.PATH, pattern=NAME.pattern, description="schedule name"
+)
 
 
 class ScheduleFiring(serializers.Serializer):
