@@ -22,6 +22,7 @@ _lock = threading.Lock()
 _code: dict[str, Schedule] = {}
 _loaded: list[Schedule] | None = None  # the database's schedules, as a scheduler last read them
 _loaded_at = 0.0
+_failing = False
 
 
 def periodic(
@@ -120,14 +121,19 @@ def schedules_for_firing(max_age: float = RELOAD_SECONDS) -> list[Schedule]:
     A database that cannot be read keeps the last list (and code schedules fire anyway), so a
     scheduler never stops firing because of the database.
     """
-    global _loaded_at, _loaded
+    global _loaded_at, _loaded, _failing
     now = time.monotonic()
     if _loaded is None or now - _loaded_at >= max_age:
         try:
             fresh = database_schedules()
+            _failing = False
         except Exception as exc:  # a scheduler must go on firing without its database
-            log.warning("database schedules not read (keeping the last list): %s", exc)
-            fresh = [] if _loaded is None else [s for s in _loaded if s.source == "database"]
+            # one warning per failure streak, not one every RELOAD_SECONDS
+            (log.debug if _failing else log.warning)(
+                "database schedules not read (keeping the last list): %s", exc
+            )
+            _failing = True
+            fresh = _loaded or []
         finally:
             close_old_connections()
         _loaded, _loaded_at = fresh, now
