@@ -20,7 +20,7 @@ from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
 
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
-SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem"}
+SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem", "periodic"}
 
 
 @dataclass(slots=True)
