@@ -126,6 +126,7 @@ def schedules_for_firing(max_age: float = RELOAD_SECONDS) -> list[Schedule]:
     if _loaded is None or now - _loaded_at >= max_age:
         try:
             fresh = database_schedules()
+            close_old_connections()  # a scheduler thread must not hold a dead connection
             _failing = False
         except Exception as exc:  # a scheduler must go on firing without its database
             # one warning per failure streak, not one every RELOAD_SECONDS
@@ -134,8 +135,6 @@ def schedules_for_firing(max_age: float = RELOAD_SECONDS) -> list[Schedule]:
             )
             _failing = True
             fresh = _loaded or []
-        finally:
-            close_old_connections()
         _loaded, _loaded_at = fresh, now
     code = code_schedules()
     names = {s.name for s in code}
