@@ -17,6 +17,7 @@ from dtq.engine.errors import (
 from dtq.engine.idempotency import idempotent_operation
 from dtq.engine.state import TaskState
 from dtq.result import TaskResult
+from dtq.schedules import periodic
 from dtq.task import Task, TaskContext, task
 
 __all__ = [
@@ -37,5 +38,6 @@ __all__ = [
     "UnknownQueue",
     "WritesRefused",
     "idempotent_operation",
+    "periodic",
     "task",
 ]

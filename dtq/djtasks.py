@@ -34,6 +34,7 @@ from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records
 from dtq.engine.errors import PermanentError
+from dtq.engine.firing import slot_of
 from dtq.engine.state import TaskState
 
 log = logging.getLogger("dtq.backends")
@@ -145,6 +146,7 @@ class DtqTaskContext(TaskContext):  # type: ignore[misc]  # the stubs miss froze
     """The django TaskContext a dtq worker passes, plus cooperative cancellation."""
 
     cancel: threading.Event | None = field(default=None, repr=False, compare=False)
+    scheduled_at: datetime | None = None  # the slot of a periodic firing (dtq.periodic)
 
     @property
     def cancel_requested(self) -> bool:
@@ -352,6 +354,12 @@ class DjangoTaskEntry:
         """Encode a return value by django.tasks' rules (the executor reports what fails)."""
         return codec.dumps(to_json(value))
 
+    def submission(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+        """Build the engine submission of one run (a periodic firing submits through this)."""
+        from dtq.backends import submission
+
+        return submission(self.task, args, kwargs)
+
     def should_retry(self, exc: BaseException) -> bool:
         """Return True when exc is one this task retries on (DtqTask.retry_on)."""
         retry_on = getattr(self.task, "retry_on", (Exception,))
@@ -374,7 +382,7 @@ class DjangoTaskEntry:
         self._send(task_started, result)
         if not self.takes_context:
             return context
-        return DtqTaskContext(task_result=result, cancel=att.cancel)
+        return DtqTaskContext(task_result=result, cancel=att.cancel, scheduled_at=slot_of(att.idem))
 
     def finished(self, att: Any, worker_id: str, outcome: Any) -> None:
         """Send task_finished once the task succeeded or failed for good (not on a retry)."""

@@ -40,6 +40,14 @@ class TaskContext:
     worker_id: str
     deadline: float | None  # epoch seconds when the timeout fires, if there is one
     _cancel: Any = field(repr=False)
+    idempotency_key: str = ""
+
+    @property
+    def scheduled_at(self) -> datetime | None:
+        """Return the slot a periodic firing fires for (aware, UTC); None for other tasks."""
+        from dtq.engine.firing import slot_of
+
+        return slot_of(self.idempotency_key)
 
     @property
     def cancel_requested(self) -> bool:

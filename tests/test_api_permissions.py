@@ -34,11 +34,21 @@ ENDPOINTS = [
     ("purge", "POST", "/api/dlq/purge/", {"queue": "tests", "reason": "r"}),
     ("pause", "POST", "/api/queues/tests/pause/", {}),
     ("pause", "POST", "/api/queues/tests/resume/", {}),
+    ("view", "GET", "/api/schedules/", None),
+    ("view", "GET", "/api/schedules/tests/", None),
+    ("schedules", "POST", "/api/schedules/", {"name": "n", "task": RECORD, "every_seconds": 60}),
+    ("schedules", "PATCH", "/api/schedules/tests/", {}),
+    ("schedules", "DELETE", "/api/schedules/tests/", None),
+    ("schedules", "POST", "/api/schedules/tests/pause/", {}),
+    ("schedules", "POST", "/api/schedules/tests/resume/", {}),
+    ("schedules", "POST", "/api/schedules/tests/run/", {}),
 ]
 IDS = [f"{method} {url} needs {action}" for action, method, url, _ in ENDPOINTS]
 
 
 def call(client: APIClient, method: str, url: str, data: object) -> object:
+    if method in ("PATCH", "DELETE"):
+        return client.generic(method, url, "{}", content_type="application/json")
     return client.get(url) if method == "GET" else post(client, url, data)
 
 

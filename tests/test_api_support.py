@@ -22,6 +22,7 @@ PERMISSIONS = {
     "purge": "purge_queue",
     "pause": "pause_queue",
     "audit": "view_auditentry",
+    "schedules": "change_periodicschedule",
 }
 RECORD = "tests.testapp.tasks.record"
 PERMANENT = "tests.testapp.tasks.permanent"

@@ -7,7 +7,7 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import bulk, dlq, queues, system, tasks
+from dtq.api.views import bulk, dlq, periodic, queues, system, tasks
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -43,6 +43,11 @@ urlpatterns = [
     path(f"dlq/{TASK_ID}/", dlq.DlqDetailView.as_view(), name="dlq-detail"),
     path(f"dlq/{TASK_ID}/replay/", dlq.DlqReplay.as_view(), name="dlq-replay"),
     path(f"dlq/{TASK_ID}/discard/", dlq.DlqDiscard.as_view(), name="dlq-discard"),
+    path("schedules/", periodic.ScheduleCollection.as_view(), name="schedule-list"),
+    path("schedules/<str:name>/", periodic.ScheduleDetail.as_view(), name="schedule-detail"),
+    path("schedules/<str:name>/pause/", periodic.SchedulePause.as_view(), name="schedule-pause"),
+    path("schedules/<str:name>/resume/", periodic.ScheduleResume.as_view(), name="schedule-resume"),
+    path("schedules/<str:name>/run/", periodic.ScheduleRun.as_view(), name="schedule-run"),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),
     path("health/", system.HealthView.as_view(), name="health"),

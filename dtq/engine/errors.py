@@ -87,6 +87,14 @@ class TaskNotFound(DtqError):
     """Raised when no task record exists for an id (never created, or expired)."""
 
 
+class ScheduleNotFound(DtqError):
+    """Raised when no periodic schedule has the given name."""
+
+    def __init__(self, name: str) -> None:
+        super().__init__(f"no schedule named {name!r}")
+        self.name = name
+
+
 class RetryableError(DtqError):
     """Raised by a handler to ask for a retry with backoff."""
 

@@ -110,3 +110,9 @@ class Keys:
 
     def processes(self, role: str) -> str:
         return self._k(f"procs:{role}")
+
+    def periodic(self, name: str) -> str:
+        return self._k(f"periodic:{name}")
+
+    def periodic_log(self, name: str) -> str:
+        return self._k(f"periodic:{name}:log")

@@ -1,4 +1,4 @@
-"""The scheduler: promote delayed and retrying tasks whose time has come."""
+"""The scheduler: promote delayed and retrying tasks whose time has come, fire schedules."""
 
 from __future__ import annotations
 
@@ -6,6 +6,7 @@ import time
 
 from dtq.conf import dtq_settings
 from dtq.engine import failpoints
+from dtq.engine.firing import Firing
 from dtq.engine.periodic import Periodic
 
 
@@ -14,7 +15,21 @@ class Scheduler(Periodic):
 
     role = "scheduler"
 
+    def __init__(self, process_id: str | None = None) -> None:
+        super().__init__(process_id)
+        self.firing = Firing(self.keys, self.process_id)
+
     def run_once(self) -> int:
+        """Promote due tasks and fire due schedules; return non-zero when more may be due."""
+        from dtq.schedules import schedules_for_firing
+
+        promoted = self.promote()
+        if failpoints.ACTIVE:
+            failpoints.hit("scheduler.before_firing")
+        self.firing.run_once(self.client, schedules_for_firing())
+        return promoted
+
+    def promote(self) -> int:
         """Promote up to SCHEDULER_BATCH due tasks; return how many were handled."""
         batch = int(dtq_settings.SCHEDULER_BATCH)
         due = self.due(self.keys.schedule, batch)
@@ -28,8 +43,11 @@ class Scheduler(Periodic):
         return len(due) if len(due) == batch else 0
 
     def interval(self) -> float:
-        """Sleep until the next member is due, but never longer than SCHEDULER_INTERVAL."""
+        """Sleep until the next member or slot is due, but never longer than SCHEDULER_INTERVAL."""
         limit = float(dtq_settings.SCHEDULER_INTERVAL)
+        slot = self.firing.seconds_to_next()
+        if slot is not None:
+            limit = min(limit, max(slot, 0.005))
         head = self.client.zrange(self.keys.schedule, 0, 0, withscores=True)
         if not head:
             return limit

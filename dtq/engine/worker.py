@@ -316,6 +316,7 @@ class Worker(LivenessMixin, ReadingMixin):
             worker_id=self.worker_id,
             deadline=att.started_at + att.timeout if att.timeout else None,
             _cancel=att.cancel,
+            idempotency_key=att.idem,  # a periodic firing's names its slot (scheduled_at)
         )
 
     def _from_thread(self, att: Attempt, future: Future[Outcome]) -> None:

@@ -16,6 +16,7 @@ from django.views.decorators.http import require_POST
 from dtq.conf import dtq_settings
 from dtq.engine import ids, ops, records, registry
 from dtq.engine.errors import DtqError
+from dtq.engine.firing import schedule_of
 from dtq.engine.state import TERMINAL_STATES, TaskState
 from dtq.views import timeline
 from dtq.views.common import (
@@ -136,7 +137,10 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
 def task_detail(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
     """Render one task: arguments, result, attempts with tracebacks, timeline, cancel."""
     record = _task_or_404(task_id)
-    context = page_context(request, site, f"Task {task_id}", tab="tasks", **task_context(record))
+    schedule = schedule_of(str(record.get("idem") or ""))  # a periodic firing links back
+    context = page_context(
+        request, site, f"Task {task_id}", tab="tasks", schedule=schedule, **task_context(record)
+    )
     return TemplateResponse(request, "dtq/task.html", context)
 
 

@@ -18,20 +18,24 @@ CLASS_OF_NAME = {
     "chaos.crasher": "crasher",
     "chaos.sleep": "slow",
     "chaos.async_sleep": "long",
+    "chaos.tick": "periodic",  # fired by the schedulers, not submitted by the load
+    "chaos.cron_tick": "periodic",
 }
 SLACK = 0.05  # seconds: a process death is noticed by polling, up to this late
 
 
 def tasks(d: RunData) -> dict[str, dict[str, Any]]:
-    """Return every task of the run: accepted ones, plus records no submit acknowledged."""
+    """Return every task of the run: accepted ones, periodic firings, plus records no submit
+    acknowledged."""
     out = {tid: dict(row) for tid, row in d.accepted.items()}
     for tid, rec in d.records.items():
         if tid not in out:
+            cls = CLASS_OF_NAME.get(rec["name"], "?")
             out[tid] = {
                 "id": tid,
-                "cls": CLASS_OF_NAME.get(rec["name"], "?"),
+                "cls": cls,
                 "max_attempts": int(rec["max_attempts"]),
-                "unacknowledged": True,
+                "unacknowledged": cls != "periodic",
             }
     return out
 

@@ -10,15 +10,18 @@ import sys
 from collections import Counter, defaultdict
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from datetime import timedelta
 from pathlib import Path
 
+from dtq.engine.cron import Timing
 from tests.chaos import analysis
+from tests.chaos.config import PERIODIC
 from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
 
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
 CLOCK_SLACK = 0.05  # seconds: Redis TIME (claim events) against the witness' time.time()
-SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem"}
+SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem", "periodic"}
 
 
 @dataclass(slots=True)
@@ -282,6 +285,44 @@ def idempotency(d: RunData) -> Check:
     )
 
 
+PERIODIC_LAST_PASS_MS = 1500  # a slot this close to the pause may still be on its way
+
+
+def periodic_slots(d: RunData) -> Check:
+    """Each periodic slot fired once, from the first firing up to the pause after the heal."""
+    paused = next((r for r in d.events if r["kind"] == "periodic_paused"), None)
+    name = "periodic: each slot fired once (double = 0, missed = 0)"
+    if paused is None:  # the scenario pauses them after the heal; a drain failure says why not
+        return Check(name, "drained" not in d.phases, "no periodic schedules in this run")
+    fired: dict[str, dict[int, set[str]]] = defaultdict(lambda: defaultdict(set))
+    starts: dict[tuple[str, int], list[float]] = defaultdict(list)
+    for row in d.witness:
+        if row.get("cls") == "tick" and row.get("ev") == "start":
+            fired[row["schedule"]][row["slot"]].add(row["id"])
+            starts[(row["schedule"], row["slot"])].append(row["t"])
+    bad, by_redis, parts = [], [], []
+    for schedule, (cron, every, zone) in PERIODIC.items():
+        slots = fired.get(schedule, {})
+        if not slots:
+            bad.append(f"{schedule}: never fired")
+            continue
+        timing = Timing.of(cron, timedelta(seconds=every) if every else None, zone)
+        until = paused["redis_ms"] - PERIODIC_LAST_PASS_MS
+        expected = timing.slots(min(slots) - 1, until, 1_000_000)
+        missing = sorted(set(expected) - set(slots))
+        bad += [f"{schedule}: slot {s} never fired" for s in missing]
+        for slot, ids in sorted(slots.items()):
+            if len(ids) > 1:
+                where = by_redis if _redis_window(d, min(starts[(schedule, slot)])) else bad
+                where.append(f"{schedule}: slot {slot} fired as {len(ids)} tasks {sorted(ids)}")
+        doubles = sum(1 for ids in slots.values() if len(ids) > 1)
+        parts.append(
+            f"{schedule}: {len(expected)} slots, double-fired={doubles}, missed={len(missing)}"
+        )
+    summary = "; ".join(parts) + f"; doubles Redis itself may explain={len(by_redis)}"
+    return _check(name, bad, summary)
+
+
 def nothing_in_flight(d: RunData) -> Check:
     """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
     left = dict(d.snapshot.get("leftovers", {}))
@@ -345,6 +386,7 @@ CHECKS: list[Callable[[RunData], Check]] = [
     cancels_honoured,
     delayed_not_early,
     idempotency,
+    periodic_slots,
     nothing_in_flight,
     counters_agree,
     workers_resume,

@@ -6,6 +6,12 @@ from dataclasses import asdict, dataclass, field, replace
 from typing import Any
 
 QUEUE = "chaos"
+# Periodic schedules (tests/chaos/periodic_tasks.py): name -> (cron, every seconds, time zone).
+# Both catch up every missed slot, so the checker expects no gap.
+PERIODIC = {
+    "chaos-tick": (None, 1, "UTC"),
+    "chaos-cron": ("*/2 * * * * *", None, "Europe/Paris"),  # cron with a seconds field
+}
 
 # Relative weights of the task classes the load generator submits.
 DEFAULT_MIX: dict[str, float] = {
@@ -59,7 +65,7 @@ class ChaosConfig:
     def dtq_settings(self) -> dict[str, Any]:
         """Return the DTQ settings every chaos process (and the driver) runs with."""
         return {
-            "TASK_MODULES": ["tests.chaos.tasks"],
+            "TASK_MODULES": ["tests.chaos.tasks", "tests.chaos.periodic_tasks"],
             "HEARTBEAT_INTERVAL": self.heartbeat,
             "LEASE_TIMEOUT": self.lease,
             "VISIBILITY_TIMEOUT": self.visibility,

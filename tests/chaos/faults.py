@@ -18,6 +18,7 @@ KINDS = {  # kind: relative weight
     "worker_pause": 15,
     "worker_freeze": 8,  # a worker stopped between a claim and its handler's start
     "scheduler_kill": 10,
+    "scheduler_kill_at_slot": 10,  # just before or after a whole second: periodic fire times
     "reaper_kill": 10,
     "redis_term": 6,
     "redis_kill": 6,
@@ -119,6 +120,9 @@ class FaultRunner(threading.Thread):
         targets = c.healthy(role)
         if not targets:
             return False
+        if fault.kind == "scheduler_kill_at_slot":
+            # pick also sets the offset from the next whole second: -50..+50 ms
+            time.sleep(1 - time.time() % 1 + (fault.pick - 0.5) * 0.1)
         first = int(fault.pick * len(targets))
         count = min(fault.count, len(targets))
         chosen = [targets[(first + i) % len(targets)] for i in range(count)]

@@ -14,14 +14,18 @@ from typing import Any
 
 import redis
 
+from dtq.engine import firing
 from dtq.engine.keys import Keys
 from tests.chaos import evidence, snapshot
 from tests.chaos.cluster import Cluster
-from tests.chaos.config import ChaosConfig
+from tests.chaos.config import PERIODIC, ChaosConfig
 from tests.chaos.faults import Fault, FaultRunner, plan
 from tests.chaos.load import Load
 
 STARTUP_TIMEOUT = 60.0
+# A scheduler killed while holding a claim keeps its slot for the claim's lease: after the
+# heal, wait that long (and a pass) before judging the periodic schedules.
+PERIODIC_SETTLE = firing.CLAIM_LEASE_MS / 1000 + 2.0
 
 
 def wait_until(condition: Callable[[], Any], timeout: float, interval: float = 0.1) -> bool:
@@ -113,12 +117,24 @@ class Run:
         wait_until(self.cluster.all_running, 30.0)
         assert self.client is not None
         keys = Keys(self.prefix, 0)
+        self._stop_schedules(keys)
         done = wait_until(
             lambda: not any(snapshot.leftovers(self.client, keys).values()),
             self.cfg.drain_timeout,
             interval=0.25,
         )
         self.log.write("phase", phase="drained" if done else "drain_timeout")
+
+    def _stop_schedules(self, keys: Keys) -> None:
+        """Let the healed schedulers catch up, then pause the periodic schedules so the queue
+        can drain; the checker expects every slot up to the pause fired exactly once."""
+        assert self.client is not None
+        time.sleep(PERIODIC_SETTLE)
+        seconds, micros = self.client.time()
+        paused_ms = int(seconds) * 1000 + int(micros) // 1000
+        for name in PERIODIC:
+            self.client.hset(keys.periodic(name), "paused", "1")
+        self.log.write("periodic_paused", redis_ms=paused_ms, settle=PERIODIC_SETTLE)
 
     def _snapshot(self) -> None:
         assert self.client is not None

@@ -4,12 +4,15 @@ planted violation fails exactly the invariant meant to catch it (no Redis, no pr
 from __future__ import annotations
 
 import copy
+from datetime import timedelta
 from typing import Any
 
 import pytest
 
+from dtq.engine.cron import Timing
 from tests.chaos import model
 from tests.chaos.check import run_checks
+from tests.chaos.config import PERIODIC
 
 T0 = 1_000_000.0
 A, B = "a" * 22, "b" * 22
@@ -54,8 +57,31 @@ def claimed(task: str, attempt: int, t: float) -> list[Any]:
     return ["TASK_STARTED", task, attempt, "RUNNING", int(t * 1000)]
 
 
+PAUSED_MS = int((T0 + 5) * 1000)
+
+
+def ticks() -> list[dict[str, Any]]:
+    """Witness rows of every periodic slot from T0 to the pause, each fired once."""
+    rows = []
+    for name, (cron, every, zone) in PERIODIC.items():
+        timing = Timing.of(cron, timedelta(seconds=every) if every else None, zone)
+        for i, slot in enumerate(timing.slots(int(T0 * 1000), PAUSED_MS - 1500, 100)):
+            tid = f"{name}-{i}".ljust(22, "x")
+            start = slot / 1000 + 0.01
+            rows.append(
+                {"id": tid, "attempt": 1, "pid": 11, "ev": "start", "t": start, "cls": "tick"}
+                | {"schedule": name, "slot": slot}
+            )
+            rows.append(
+                {"id": tid, "attempt": 1, "pid": 11, "ev": "end", "t": start + 0.001}
+                | {"outcome": "success"}
+            )
+    return rows
+
+
 def healthy() -> dict[str, Any]:
-    """A tiny run: one ordinary task that succeeded, one poison task dead-lettered."""
+    """A tiny run: one ordinary task that succeeded, one poison task dead-lettered, and the
+    periodic schedules firing every slot once until they are paused after the heal."""
     return {
         "config": {"seed": 1},
         "prefix": "p",
@@ -65,6 +91,7 @@ def healthy() -> dict[str, Any]:
             row("phase", T0, phase="load"),
             row("phase", T0 + 5, phase="load_end"),
             row("phase", T0 + 5, phase="heal"),
+            row("periodic_paused", T0 + 5, redis_ms=PAUSED_MS, settle=7.0),
             row("phase", T0 + 6, phase="drained"),
         ],
         "submissions": [
@@ -73,7 +100,8 @@ def healthy() -> dict[str, Any]:
         ],
         "cancels": [],
         "witness": witness(A, 1, 11, T0 + 0.1, "success")
-        + [w for n in (1, 2, 3) for w in witness(B, n, 11, T0 + n, "error")],
+        + [w for n in (1, 2, 3) for w in witness(B, n, 11, T0 + n, "error")]
+        + ticks(),
         "snapshot": {
             "appendfsync": "always",
             "records": {
@@ -192,6 +220,19 @@ def zombie_start_after_success(raw: dict[str, Any]) -> None:
     raw["witness"].sort(key=lambda w: w["t"])
 
 
+def miss_a_slot(raw: dict[str, Any]) -> None:
+    slot = next(r["slot"] for r in raw["witness"] if r.get("schedule") == "chaos-cron")
+    raw["witness"] = [r for r in raw["witness"] if r.get("slot") != slot or r["cls"] != "tick"]
+
+
+def fire_a_slot_twice(raw: dict[str, Any]) -> None:
+    first = next(r for r in raw["witness"] if r.get("schedule") == "chaos-tick")
+    raw["witness"].append({**first, "id": "d" * 22, "t": first["t"] + 0.5})
+
+
+PERIODIC_CHECK = "periodic: each slot fired once (double = 0, missed = 0)"
+
+
 @pytest.mark.parametrize(
     ("plant", "caught_by"),
     [
@@ -223,6 +264,8 @@ def zombie_start_after_success(raw: dict[str, Any]) -> None:
                 "duplicates explained by a fault (unexplained = 0)",
             ],
         ),
+        (miss_a_slot, [PERIODIC_CHECK]),
+        (fire_a_slot_twice, [PERIODIC_CHECK]),
     ],
     ids=lambda v: getattr(v, "__name__", ""),
 )

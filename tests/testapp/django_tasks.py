@@ -53,6 +53,13 @@ def with_context(context: TaskContext, value: Any = None) -> dict[str, Any]:
     }
 
 
+@task(queue_name="tests", takes_context=True)
+def scheduled(context: TaskContext) -> str | None:
+    """Return the slot a periodic firing is for (tests/test_periodic_django.py)."""
+    slot = getattr(context, "scheduled_at", None)
+    return None if slot is None else slot.isoformat()
+
+
 @task(queue_name="tests", priority=50)
 async def async_double(x: int) -> int:
     """Double x after yielding to the event loop."""
