@@ -63,3 +63,10 @@ def test_an_unreachable_redis_is_a_503_admin_page_without_the_password(operator,
     assert response.status_code == 503
     page = response.content.decode()
     assert "Redis is not reachable" in page and PASSWORD not in page
+
+
+@pytest.mark.django_db
+def test_a_newline_in_an_api_path_is_a_json_404(client):
+    response = client.post("/api/dlq/%0AR/discard/")
+    assert response.status_code in (401, 403, 404)
+    assert response["Content-Type"].startswith("application/json")

@@ -54,6 +54,7 @@ urlpatterns = [
     path("ready/", system.ReadyView.as_view(), name="ready"),
     path("schema/", schema.SchemaView.as_view(), name="schema"),
     path("docs/", schema.DocsView.as_view(), name="docs"),
-    # Anything else under the mount point answers 404 in the API's error shape.
-    re_path(r"^.*$", errors.not_found),
+    # Anything else under the mount point answers 404 in the API's error shape ([\s\S]: a
+    # newline in the path must not fall through to Django's HTML 404).
+    re_path(r"^[\s\S]*$", errors.not_found),
 ]

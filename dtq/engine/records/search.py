@@ -48,7 +48,7 @@ class DlqSearch(TypedDict):
     """One page of DLQ entries, newest first, over several queues."""
 
     entries: list[DlqEntry]
-    next_cursor: str | None  # an entry id: pass it as `before`
+    next_cursor: str | None  # "<entry id>:<queue>": pass it as `before`
     total: int  # entries in the DLQs that were read
     partial: bool
     queues_read: int
@@ -199,12 +199,33 @@ def _entry_key(entry: DlqEntry) -> tuple[int, int, str]:
     return int(millis), int(seq or 0), entry["queue"]
 
 
+def _dlq_cursor(entry: DlqEntry) -> str:
+    return f"{entry['entry_id']}:{entry['queue']}"
+
+
+def _dlq_after(before: str | None) -> tuple[str, tuple[int, int, str] | None]:
+    """Return (XREVRANGE top, key to page below) of a cursor '<entry id>[:<queue>]'.
+
+    Entry ids are unique per stream only: two queues' DLQs can hold the same id, so the
+    cursor names its queue too and the next page starts at that id, below that queue.
+    """
+    if not before:
+        return "+", None
+    entry_id, _, queue = before.partition(":")
+    check_entry_id(entry_id)
+    if not queue:
+        return f"({entry_id}", None
+    check_queue_name(queue)
+    millis, _, seq = entry_id.partition("-")
+    return entry_id, (int(millis), int(seq or 0), queue)
+
+
 def search_dlq(queues: list[str], limit: int = 50, before: str | None = None) -> DlqSearch:
-    """Return DLQ entries newest first over the queues, below the entry id `before`."""
+    """Return DLQ entries newest first over the queues, below the cursor `before`."""
     _check_limit(limit)
     for queue in queues:
         check_queue_name(queue)
-    top = f"({check_entry_id(before)}" if before else "+"
+    top, after = _dlq_after(before)
     budget = current()
     keys = _keys()
     client = get_client()
@@ -222,7 +243,7 @@ def search_dlq(queues: list[str], limit: int = 50, before: str | None = None) ->
     horizon: tuple[int, int, str] | None = None
     for queue, rows in zip(busy, execute(pipe, budget) if busy else [], strict=True):
         decoded = [decode_dlq_entry(queue, eid, fields) for eid, fields in rows]
-        entries += decoded
+        entries += [e for e in decoded if after is None or _entry_key(e) < after]
         if len(rows) >= depth:
             cut = _entry_key(decoded[-1])
             horizon = cut if horizon is None else max(horizon, cut)
@@ -238,7 +259,7 @@ def search_dlq(queues: list[str], limit: int = 50, before: str | None = None) ->
         budget.partial = True
     return {
         "entries": entries,
-        "next_cursor": entries[-1]["entry_id"] if more and entries else None,
+        "next_cursor": _dlq_cursor(entries[-1]) if more and entries else None,
         "total": sum(sizes),
         "partial": partial,
         "queues_read": len(read),
