@@ -15,15 +15,19 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.checks import Error
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.backends.dummy import DummyBackend
-from django.tasks.backends.immediate import ImmediateBackend
-from django.tasks.base import Task, TaskResult
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from dtq.compat import (
+    BaseTaskBackend,
+    DummyBackend,
+    ImmediateBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.djtasks import (

@@ -17,19 +17,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.tasks.base import (
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from dtq.compat import (
     TASK_REFRESH_ATTRS,
+    InvalidTask,
     Task,
     TaskContext,
     TaskError,
     TaskResult,
     TaskResultStatus,
+    task_finished,
+    task_started,
 )
-from django.tasks.exceptions import InvalidTask
-from django.tasks.signals import task_finished, task_started
-from django.utils import timezone
-from redis.exceptions import RedisError
-
 from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records

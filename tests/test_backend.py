@@ -11,13 +11,11 @@ from typing import Any
 
 import django
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 import dtq
 from dtq.backends import DtqBackend, DtqTaskResult
+from dtq.compat import TaskResultDoesNotExist, TaskResultStatus, default_task_backend, task_enqueued
 from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
 from tests.conftest import ROOT, Env, wait_for
@@ -45,7 +43,7 @@ def signals(env: Env, task_id: str) -> list[dict[str, Any]]:
 def read_in_another_process(env: Env, task_id: str) -> dict[str, Any]:
     """Read a result through get_result in a fresh Django process."""
     code = (
-        "import json; from django.tasks import default_task_backend as b; "
+        "import json; from dtq.compat import default_task_backend as b; "
         f"r = b.get_result({task_id!r}); "
         "print(json.dumps({'status': r.status, 'value': r.return_value, 'state': r.state, "
         "'attempt': r.attempt, 'workers': r.worker_ids}))"

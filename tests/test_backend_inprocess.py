@@ -13,12 +13,22 @@ import django
 import pytest
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_enqueued, task_finished, task_started
 
 import dtq
 from dtq.backends import DtqBackend, DtqTask, DtqTaskResult, result_from_record
+from dtq.compat import (
+    TASKS_MODULE,
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from dtq.engine import records
 from dtq.engine.errors import IdempotencyInProgress, TaskCancelled, TaskExpired
 from dtq.engine.state import TaskState
@@ -185,7 +195,7 @@ def test_queue_names_are_checked_against_queues(settings):
 
 def test_an_invalid_task_fails_its_module_import(tmp_path, monkeypatch):
     (tmp_path / "dtq_bad_tasks_module.py").write_text(
-        "from django.tasks import task\n\n\n"
+        f"from {TASKS_MODULE} import task\n\n\n"
         "@task(queue_name='has spaces')\n"
         "def send() -> None: ...\n"
     )

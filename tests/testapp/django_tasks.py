@@ -8,10 +8,9 @@ from typing import Any
 
 import django
 from django.dispatch import receiver
-from django.tasks import TaskContext, task
-from django.tasks.signals import task_enqueued, task_finished, task_started
 
 import dtq
+from dtq.compat import TaskContext, task, task_enqueued, task_finished, task_started
 from tests.testapp.tasks import witness
 
 
