@@ -366,5 +366,11 @@ class DtqDummyBackend(_DtqOptions, DummyBackend):  # type: ignore[misc]
         """Return a READY result now and store it when the transaction commits."""
         self.validate_task(task)
         result = self._ready(task, args, kwargs)
-        self.on_commit(task, partial(self._store_result, result))  # type: ignore[attr-defined]
+        self.on_commit(task, partial(self._store, result))
         return result
+
+    def _store(self, result: TaskResult) -> None:
+        # DummyBackend._store_result of Django 6.x; the 5.2 backport has no such method.
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        self.results.append(result)
+        task_enqueued.send(type(self), task_result=result)

@@ -11,6 +11,8 @@ from typing import TYPE_CHECKING
 import django
 
 HAS_DJANGO_TASKS = django.VERSION >= (6, 0)  # False: the backport package `django_tasks`
+# Whether @task(**options) passes dtq's options to DtqTask (Django 6.1, the backport; not 6.0).
+TASK_TAKES_OPTIONS = django.VERSION >= (6, 1) or not HAS_DJANGO_TASKS
 
 # mypy checks the django.tasks branch (the one the pinned Django 6.1 has).
 if TYPE_CHECKING or HAS_DJANGO_TASKS:
@@ -59,6 +61,7 @@ __all__ = [
     "HAS_DJANGO_TASKS",
     "TASKS_MODULE",
     "TASK_REFRESH_ATTRS",
+    "TASK_TAKES_OPTIONS",
     "BaseTaskBackend",
     "DummyBackend",
     "ImmediateBackend",

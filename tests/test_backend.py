@@ -9,20 +9,27 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-import django
 import pytest
 from django.utils import timezone
 
 import dtq
 from dtq.backends import DtqBackend, DtqTaskResult
-from dtq.compat import TaskResultDoesNotExist, TaskResultStatus, default_task_backend, task_enqueued
+from dtq.compat import (
+    TASK_TAKES_OPTIONS,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    default_task_backend,
+    task_enqueued,
+)
 from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
 from tests.conftest import ROOT, Env, wait_for
 from tests.testapp import django_tasks as dj
 
 pytestmark = pytest.mark.slow
-needs_61 = pytest.mark.skipif(django.VERSION < (6, 1), reason="@task(**kwargs) is Django 6.1+")
+needs_options = pytest.mark.skipif(
+    not TASK_TAKES_OPTIONS, reason="@task(**options) needs Django 6.1 or the 5.2 backport"
+)
 
 
 def finished(result: Any) -> Any:
@@ -213,7 +220,7 @@ def test_worker_runs_only_registered_tasks_never_a_path_from_redis(dtq_env):
         default_task_backend.get_result(accepted.id)  # not a django task of this backend
 
 
-@needs_61
+@needs_options
 def test_task_decorator_passes_dtq_options_through(dtq_env):
     retried = dj.configured.enqueue("value")
     not_retried = dj.configured.enqueue("type")
