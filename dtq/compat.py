@@ -34,7 +34,13 @@ if TYPE_CHECKING or HAS_DJANGO_TASKS:
     from django.tasks.signals import task_enqueued, task_finished, task_started
     from django.utils.json import normalize_json
 else:  # Django 5.2 LTS: the same API from the backport (requirements-django52.txt pins it)
-    import django_tasks as tasks
+    try:
+        import django_tasks as tasks
+    except ImportError as exc:
+        raise ImportError(
+            "dtq.backends on Django 5.2 needs the django-tasks backport: "
+            "pip install 'dtq[django52]' (or use @dtq.task, which does not)"
+        ) from exc
     from django_tasks import (
         DEFAULT_TASK_BACKEND_ALIAS,
         DEFAULT_TASK_QUEUE_NAME,
