@@ -37,7 +37,7 @@ MATRIX_TESTS := tests/test_backend*.py tests/test_quickstart.py tests/test_api_t
 	tests/test_api_queues.py tests/test_api_dlq.py tests/test_api_system.py \
 	tests/test_api_permissions.py tests/test_admin_pages.py tests/test_admin_permissions.py \
 	tests/test_consumers.py tests/test_ops_commands.py tests/test_status_command.py \
-	tests/test_checks.py tests/test_submit.py
+	tests/test_checks.py tests/test_submit.py tests/test_pytest_plugin.py
 
 # $(1): venv, $(2): Python minor version, $(3): pip arguments that replace the Django pin.
 define matrix_cell
@@ -45,6 +45,7 @@ $(1)/.installed-stamp: requirements.txt requirements-django52.txt pyproject.toml
 	@test -x $(1)/bin/python || { PYBIN=$$$$(PYTHON="$(PYTHON)" sh scripts/find-python $(2)) && $$$$PYBIN -m venv $(1); }
 	grep -iv '^django==' requirements.txt > $(1)/requirements.txt
 	$(1)/bin/python -m pip install --quiet -r $(1)/requirements.txt $(3)
+	$(1)/bin/python -m pip install --quiet --no-deps -e .
 	@touch $$@
 endef
 $(eval $(call matrix_cell,.venv-dj52,3.12,-r requirements-django52.txt))
