@@ -1,5 +1,7 @@
 """dtq: a Redis-backed task queue for Django with at-least-once delivery."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from dtq.engine.errors import (
     DtqError,
     NotInDeadLetterQueue,
@@ -17,6 +19,11 @@ from dtq.engine.state import TaskState
 from dtq.result import TaskResult
 from dtq.task import Task, TaskContext, task
 
+try:
+    __version__ = version("dtq")  # the one version, pyproject.toml's
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "DtqError",
     "NotInDeadLetterQueue",
@@ -32,6 +39,7 @@ __all__ = [
     "TaskResult",
     "TaskState",
     "WritesRefused",
+    "__version__",
     "idempotent_operation",
     "task",
 ]

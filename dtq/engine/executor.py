@@ -9,8 +9,10 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from dtq import propagation, tracing
 from dtq.engine import codec, registry
 from dtq.engine.errors import PermanentError, RetryableError, TaskCancelled, TaskTimeout
 from dtq.engine.retry import RetryPolicy
@@ -118,7 +120,21 @@ def prepare_call(att: Attempt, context: Any) -> tuple[Any, list[Any], dict[str, 
         raise PermanentError(f"undecodable payload: {exc}") from None
     if task.takes_context:
         args.insert(0, context)
+    carried = payload.get("ctx")
+    if carried or tracing.ENABLED:
+        inner = partial(tracing.consuming, att) if tracing.ENABLED else None
+        task = _Carried(task, propagation.bind(task.func, carried or {}, task.is_async, inner))
     return task, args, kwargs
+
+
+class _Carried:
+    """A registry entry whose handler runs inside the context the task carried."""
+
+    def __init__(self, entry: Any, func: Any) -> None:
+        self.entry, self.func = entry, func
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.entry, name)
 
 
 def _run_sync(func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -160,7 +176,7 @@ async def execute(
     """
     entry = registry.get(att.name)
     if entry is None or not hasattr(entry, "started"):
-        return await _execute(att, worker_id, context, pool, on_stuck)
+        return tracing.finish(att, await _execute(att, worker_id, context, pool, on_stuck))
     loop = asyncio.get_running_loop()
     try:
         context = await loop.run_in_executor(
@@ -176,7 +192,7 @@ async def execute(
     except asyncio.CancelledError:
         if not att.cancel.is_set():
             raise  # a cancel request that comes now must not lose a known outcome
-    return outcome
+    return tracing.finish(att, outcome)
 
 
 def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
@@ -239,5 +255,5 @@ def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
     try:
         value = _run_sync(task.func, args, kwargs)
     except Exception as exc:
-        return classify(att, worker_id, task, exc)
-    return success(att, worker_id, value)
+        return tracing.finish(att, classify(att, worker_id, task, exc))
+    return tracing.finish(att, success(att, worker_id, value))

@@ -205,3 +205,12 @@ def stamp(sent: float) -> None:
     if path:
         with Path(path).open("a") as fh:
             fh.write(f"{time.time() - sent}\n")
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=3)
+def crash_once(context: dtq.TaskContext) -> int:
+    """SIGKILL the worker running the first attempt; later attempts return their number."""
+    witness("crash_once", context)
+    if context.attempt == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return context.attempt
