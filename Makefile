@@ -37,7 +37,8 @@ MATRIX_TESTS := tests/test_backend*.py tests/test_quickstart.py tests/test_api_t
 	tests/test_api_queues.py tests/test_api_dlq.py tests/test_api_system.py \
 	tests/test_api_permissions.py tests/test_admin_pages.py tests/test_admin_permissions.py \
 	tests/test_consumers.py tests/test_ops_commands.py tests/test_status_command.py \
-	tests/test_checks.py tests/test_submit.py tests/test_pytest_plugin.py
+	tests/test_checks.py tests/test_submit.py tests/test_pytest_plugin.py \
+	tests/test_propagation.py tests/test_tracing.py tests/test_metadata.py
 
 # $(1): venv, $(2): Python minor version, $(3): pip arguments that replace the Django pin.
 define matrix_cell
