@@ -73,12 +73,19 @@ class _CallerThread(Executor):
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # The test framework owns this thread's database connection and its transaction: run
+    # handlers without the worker's connection recycling, which would close it (or, where
+    # pytest-django blocks the database, fail the task for touching it).
     if fn is executor._run_sync:
-        # The test framework owns this thread's database connection and its transaction:
-        # run the handler without the worker's connection recycling, which would close it.
         func, call_args, call_kwargs = args
-        return func(*call_args, **call_kwargs)
+        return _in_test(func, call_args, call_kwargs)
+    if fn is executor.run_sync_attempt:  # the worker's fast path for plain sync handlers
+        return fn(*args, run=_in_test)
     return fn(*args, **kwargs)
+
+
+def _in_test(func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]) -> Any:
+    return func(*args, **kwargs)
 
 
 class _InProcessWorker(Worker):

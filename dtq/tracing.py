@@ -17,7 +17,7 @@ from typing import Any
 try:
     from opentelemetry import context as otel_context
     from opentelemetry import propagate, trace
-    from opentelemetry.trace import SpanKind, StatusCode
+    from opentelemetry.trace import NoOpTracerProvider, ProxyTracerProvider, SpanKind, StatusCode
 except ImportError:  # the `tracing` extra is not installed
     ENABLED = False
 else:
@@ -26,12 +26,25 @@ else:
 log = logging.getLogger("dtq.tracing")
 PROPAGATOR_NAME = "otel"
 _open: dict[tuple[str, int], Any] = {}  # the consumer span of each attempt in progress
+_tracers: dict[int, Any] = {}  # one tracer per provider (a test may set another one)
+
+
+def active() -> bool:
+    """Return True when OpenTelemetry is installed and a real tracer provider is set."""
+    if not ENABLED:
+        return False
+    provider = trace.get_tracer_provider()
+    return not isinstance(provider, (ProxyTracerProvider, NoOpTracerProvider))
 
 
 def _tracer() -> Any:
-    from dtq import __version__
+    provider = trace.get_tracer_provider()
+    tracer = _tracers.get(id(provider))
+    if tracer is None:
+        from dtq import __version__
 
-    return trace.get_tracer("dtq", __version__)
+        tracer = _tracers[id(provider)] = provider.get_tracer("dtq", __version__)
+    return tracer
 
 
 class TracePropagator:
@@ -68,7 +81,7 @@ def install() -> None:
 
 def producing(sub: Any) -> AbstractContextManager[Any]:
     """Return the producer span of one submission, current while it is enqueued."""
-    if not ENABLED:
+    if not active():
         return contextlib.nullcontext()
     return _tracer().start_as_current_span(  # type: ignore[no-any-return]
         f"enqueue {sub.name}",
@@ -147,7 +160,7 @@ def _mark_reclaim(span: Any, att: Any) -> None:
 
 def finish(att: Any, outcome: Any) -> Any:
     """End the attempt's consumer span with its outcome; return the outcome unchanged."""
-    span = _open.pop((att.id, att.attempt), None) if ENABLED else None
+    span = _open.pop((att.id, att.attempt), None) if _open else None
     if span is None:
         return outcome
     from dtq.conf import dtq_settings

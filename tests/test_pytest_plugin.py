@@ -35,6 +35,13 @@ def send(user_id: int) -> str:
     return f"sent {{user_id}}"
 
 
+@dtq.task(queue_name="emails")
+def count_users() -> int:
+    from django.contrib.auth.models import User
+
+    return User.objects.count()
+
+
 @task(queue_name="alerts")
 def notify(name: str, loud: bool = False) -> str:
     return name.upper() if loud else name
@@ -80,6 +87,24 @@ def test_keys_are_private_to_each_test(dtq_queue):
 
 def test_a_failing_assertion_fails_the_test(dtq_queue):
     dtq_queue.assert_enqueued(tasks.send, 1)
+
+
+@pytest.mark.django_db
+def test_tasks_see_the_tests_transaction(dtq_queue):
+    from django.contrib.auth.models import User
+
+    User.objects.create(username="ada")  # not committed: only this connection sees it
+    result = tasks.count_users.enqueue()
+    dtq_queue.run()
+    result.refresh()
+    assert result.return_value == 1
+
+
+def test_a_plain_task_after_a_database_test(dtq_queue):
+    result = tasks.send.enqueue(3)  # no database here: the run must not touch it either
+    dtq_queue.run()
+    result.refresh()
+    assert result.return_value == "sent 3"
 """
 
 
@@ -99,10 +124,10 @@ def test_fixtures_run_tasks_assert_and_isolate_keys(pytester, monkeypatch, tmp_p
     monkeypatch.setenv("PYTHONPATH", f"{pytester.path}:{ROOT}")
     monkeypatch.delenv("DJANGO_SETTINGS_MODULE", raising=False)
     result = pytester.runpytest_subprocess("--ds=settings", "-p", "no:cacheprovider")
-    result.assert_outcomes(passed=2, failed=1)
+    result.assert_outcomes(passed=4, failed=1)
     expected = "*expected one enqueued shop.tasks.send(*[[]1[]], **{}), found 0*"
     result.stdout.fnmatch_lines([expected])
     seen = prefixes.read_text().split()
-    assert len(set(seen)) == 2
+    assert len(set(seen)) == 2  # the two tests that wrote down their prefix
     client = redis.Redis.from_url(os.environ["DTQ_REDIS_URL"])
     assert [client.keys(f"{prefix}:*") for prefix in seen] == [[], []]  # deleted after

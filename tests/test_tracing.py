@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 from opentelemetry.trace import SpanKind, StatusCode
+from opentelemetry.util._once import Once
 
 import dtq
 from dtq import propagation, tracing
@@ -31,7 +32,12 @@ def provider() -> Iterator[None]:
     sdk.add_span_processor(SimpleSpanProcessor(_exporter))
     trace.set_tracer_provider(sdk)
     yield
-    _exporter.shutdown()  # later tests' spans are no longer kept
+    _exporter.shutdown()
+    # Unset the provider as OpenTelemetry's own test utilities do, so later tests run with
+    # tracing inactive (dtq.tracing.active() is False again).
+    trace._TRACER_PROVIDER_SET_ONCE = Once()
+    trace._TRACER_PROVIDER = None
+    assert not tracing.active()
 
 
 @pytest.fixture
@@ -81,7 +87,9 @@ def test_one_trace_from_enqueue_to_the_handler_across_a_retry(dtq_env, spans):
     assert run_queued("tests") == [result.id]
     wait_for(lambda: run_queued("tests"), timeout=5, interval=0.02)  # the retry, once due
     result.refresh()
-    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 2)
+    assert (result.state, result.attempt) == (dtq.TaskState.SUCCEEDED, 2), [
+        (h.get("outcome"), h.get("error"), h.get("message")) for h in result.history
+    ]
 
     found = _by_name(spans)
     [producer] = found["enqueue tests.test_tracing.traced"]

@@ -121,8 +121,9 @@ def prepare_call(att: Attempt, context: Any) -> tuple[Any, list[Any], dict[str, 
     if task.takes_context:
         args.insert(0, context)
     carried = payload.get("ctx")
-    if carried or tracing.ENABLED:
-        inner = partial(tracing.consuming, att) if tracing.ENABLED else None
+    traced = tracing.active()
+    if carried or traced:
+        inner = partial(tracing.consuming, att) if traced else None
         task = _Carried(task, propagation.bind(task.func, carried or {}, task.is_async, inner))
     return task, args, kwargs
 
@@ -246,14 +247,17 @@ def is_plain_sync(att: Attempt) -> bool:
     )
 
 
-def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
-    """Run a plain sync handler on the calling pool thread and return its outcome."""
+def run_sync_attempt(att: Attempt, worker_id: str, context: Any, run: Any = None) -> Outcome:
+    """Run a plain sync handler on the calling pool thread and return its outcome.
+
+    run replaces _run_sync (dtq.testing runs handlers on the test's own connection).
+    """
     try:
         task, args, kwargs = prepare_call(att, context)
     except PermanentError as exc:
         return failure(att, worker_id, exc, retryable=False)
     try:
-        value = _run_sync(task.func, args, kwargs)
+        value = (run or _run_sync)(task.func, args, kwargs)
     except Exception as exc:
         return tracing.finish(att, classify(att, worker_id, task, exc))
     return tracing.finish(att, success(att, worker_id, value))
