@@ -3,13 +3,13 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv chromium demo test test-fast test-django60 django-suite lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv chromium demo test test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
 	@echo "make test   - run the whole test suite against DTQ_REDIS_URL or an embedded Redis"
 	@echo "make chromium - install Debian's chromium for the browser tests (make test does it)"
-	@echo "make test-django60 - run the django.tasks backend tests on Django 6.0 (.venv-dj60)"
+	@echo "make test-matrix - the backend/API/admin tests on Django 5.2 + backport, 6.0, and Python 3.13"
 	@echo "make django-suite - run Django's own tests/tasks/ against DtqBackend with real workers"
 	@echo "make lint   - ruff"
 	@echo "make bench  - benchmark dtq against django-vtasks, django-tasks-redis, Celery, RQ, Dramatiq, Huey, arq, taskiq, saq"
@@ -44,19 +44,40 @@ chromium:
 test: $(STAMP) chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
 
-# The django.tasks backend on Django 6.0: the same pins with Django 6.0.x, in its own venv.
-DJ60_VENV := .venv-dj60
-DJ60_PY := $(DJ60_VENV)/bin/python
-DJ60_STAMP := $(DJ60_VENV)/.installed-stamp
+# The Django/Python matrix (docs/django-tasks.md, "What runs where"), each cell its own venv:
+# Django 5.2 LTS + the django-tasks backport and Django 6.0 on Python 3.12, the pinned 6.1 on
+# Python 3.13. Each runs MATRIX_TESTS (django.tasks backend, API, admin, commands, quick start);
+# `make test` runs the whole suite on the pinned 6.1 and Python 3.12.
+MATRIX_TESTS := tests/test_backend*.py tests/test_quickstart.py tests/test_api_tasks.py \
+	tests/test_api_queues.py tests/test_api_dlq.py tests/test_api_system.py \
+	tests/test_api_permissions.py tests/test_admin_pages.py tests/test_admin_permissions.py \
+	tests/test_consumers.py tests/test_ops_commands.py tests/test_status_command.py \
+	tests/test_checks.py tests/test_submit.py tests/test_pytest_plugin.py \
+	tests/test_propagation.py tests/test_tracing.py tests/test_metadata.py
 
-$(DJ60_STAMP): requirements.txt pyproject.toml
-	@test -x $(DJ60_PY) || { PYBIN=$$(PYTHON="$(PYTHON)" sh scripts/find-python) && $$PYBIN -m venv $(DJ60_VENV); }
-	grep -iv '^django==' requirements.txt > $(DJ60_VENV)/requirements.txt
-	$(DJ60_PY) -m pip install --quiet -r $(DJ60_VENV)/requirements.txt 'Django>=6.0,<6.1'
-	@touch $(DJ60_STAMP)
+# $(1): venv, $(2): Python minor version, $(3): pip arguments that replace the Django pin.
+define matrix_cell
+$(1)/.installed-stamp: requirements.txt requirements-django52.txt pyproject.toml
+	@test -x $(1)/bin/python || { PYBIN=$$$$(PYTHON="$(PYTHON)" sh scripts/find-python $(2)) && $$$$PYBIN -m venv $(1); }
+	grep -iv '^django==' requirements.txt > $(1)/requirements.txt
+	$(1)/bin/python -m pip install --quiet -r $(1)/requirements.txt $(3)
+	$(1)/bin/python -m pip install --quiet --no-deps -e .
+	@touch $$@
+endef
+$(eval $(call matrix_cell,.venv-dj52,3.12,-r requirements-django52.txt))
+$(eval $(call matrix_cell,.venv-dj60,3.12,'Django==6.0.10'))
+$(eval $(call matrix_cell,.venv-py313,3.13,-r requirements.txt))
 
-test-django60: $(DJ60_STAMP)
-	$(DJ60_PY) -m pytest tests/test_backend*.py $(PYTEST_ARGS)
+test-django52: .venv-dj52/.installed-stamp
+	.venv-dj52/bin/python -m pytest $(MATRIX_TESTS) $(PYTEST_ARGS)
+
+test-django60: .venv-dj60/.installed-stamp
+	.venv-dj60/bin/python -m pytest $(MATRIX_TESTS) $(PYTEST_ARGS)
+
+test-py313: .venv-py313/.installed-stamp
+	.venv-py313/bin/python -m pytest $(MATRIX_TESTS) $(PYTEST_ARGS)
+
+test-matrix: test-django52 test-django60 test-py313
 
 # Django's own tests/tasks/ (from the installed version's sdist) against DtqBackend; passes
 # when only the deliberate differences of docs/django-tasks.md fail.
@@ -88,4 +109,4 @@ lint: $(STAMP)
 	$(PY) -m mypy dtq
 
 clean:
-	rm -rf $(VENV) var .pytest_cache
+	rm -rf $(VENV) .venv-dj52 .venv-dj60 .venv-py313 var .pytest_cache

@@ -1,5 +1,7 @@
 """dtq: a Redis-backed task queue for Django with at-least-once delivery."""
 
+from importlib.metadata import PackageNotFoundError, version
+
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
@@ -20,6 +22,11 @@ from dtq.result import TaskResult
 from dtq.schedules import periodic
 from dtq.task import Task, TaskContext, task
 
+try:
+    __version__ = version("dtq")  # the one version, pyproject.toml's
+except PackageNotFoundError:  # run from a source tree that was never installed
+    __version__ = "0+unknown"
+
 __all__ = [
     "BulkSubmitError",
     "DtqError",
@@ -37,6 +44,7 @@ __all__ = [
     "TaskState",
     "UnknownQueue",
     "WritesRefused",
+    "__version__",
     "idempotent_operation",
     "periodic",
     "task",

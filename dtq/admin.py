@@ -133,6 +133,15 @@ class PeriodicScheduleAdmin(admin.ModelAdmin):
     def has_view_permission(self, request: HttpRequest, obj: Any = None) -> bool:
         return request.user.has_perm(PERM_VIEW)
 
+    # Django runs these views in one transaction; the audit row of a change is written on a
+    # connection of its own (dtq.engine.audit), which SQLite would lock out meanwhile. One
+    # row is saved or deleted, so the views run without the outer transaction.
+    def changeform_view(self, request: HttpRequest, object_id: Any = None, *args: Any) -> Any:
+        return self._changeform_view(request, object_id, *args)  # type: ignore[attr-defined]
+
+    def delete_view(self, request: HttpRequest, object_id: Any, *args: Any) -> Any:
+        return self._delete_view(request, object_id, *args)  # type: ignore[attr-defined]
+
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         params = {"schedule": obj.name, "change": "changed" if change else "added"}
         params["fields"] = sorted(form.changed_data)

@@ -13,7 +13,8 @@ class DtqConfig(AppConfig):
     default_auto_field = "django.db.models.BigAutoField"
 
     def ready(self) -> None:
-        from dtq import checks  # noqa: F401  (registers the checks)
+        from dtq import checks, tracing  # noqa: F401  (checks: registers the checks)
         from dtq.engine import registry
 
+        tracing.install()  # carries trace context when OpenTelemetry is installed
         registry.autodiscover()

@@ -16,15 +16,19 @@ from asgiref.sync import sync_to_async
 from django.conf import settings
 from django.core.checks import Error
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.tasks.backends.base import BaseTaskBackend
-from django.tasks.backends.dummy import DummyBackend
-from django.tasks.backends.immediate import ImmediateBackend
-from django.tasks.base import Task, TaskResult
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 from django.utils.crypto import get_random_string
 
+from dtq.compat import (
+    BaseTaskBackend,
+    DummyBackend,
+    ImmediateBackend,
+    InvalidTask,
+    Task,
+    TaskResult,
+    TaskResultDoesNotExist,
+    task_enqueued,
+)
 from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.djtasks import (
@@ -474,5 +478,11 @@ class DtqDummyBackend(_DtqOptions, DummyBackend):  # type: ignore[misc]
         """Return a READY result now and store it when the transaction commits."""
         self.validate_task(task)
         result = self._ready(task, args, kwargs)
-        self.on_commit(task, partial(self._store_result, result))  # type: ignore[attr-defined]
+        self.on_commit(task, partial(self._store, result))
         return result
+
+    def _store(self, result: TaskResult) -> None:
+        # DummyBackend._store_result of Django 6.x; the 5.2 backport has no such method.
+        object.__setattr__(result, "enqueued_at", timezone.now())
+        self.results.append(result)
+        task_enqueued.send(type(self), task_result=result)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import math
 from typing import Any
 
-from django.utils.json import normalize_json
+from dtq.compat import normalize_json
 
 INT_RANGE = (-(2**63), 2**64 - 1)  # what orjson, and so dtq's codec, can write
 

@@ -9,7 +9,7 @@ from __future__ import annotations
 import logging
 import sys
 import threading
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field, fields, replace
 from datetime import UTC, datetime
 from functools import lru_cache, partial
 from inspect import isclass, iscoroutinefunction
@@ -17,19 +17,20 @@ from typing import Any
 
 from django.conf import settings
 from django.db import DEFAULT_DB_ALIAS, transaction
-from django.tasks.base import (
+from django.utils import timezone
+from redis.exceptions import RedisError
+
+from dtq.compat import (
     TASK_REFRESH_ATTRS,
+    InvalidTask,
     Task,
     TaskContext,
     TaskError,
     TaskResult,
     TaskResultStatus,
+    task_finished,
+    task_started,
 )
-from django.tasks.exceptions import InvalidTask
-from django.tasks.signals import task_finished, task_started
-from django.utils import timezone
-from redis.exceptions import RedisError
-
 from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records
@@ -64,6 +65,8 @@ USING_OPTIONS = frozenset(
     }
 )
 
+DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}  # what @task(...) takes beyond django's own
+
 
 # ----- tasks, results, context --------------------------------------------------------------
 
@@ -81,6 +84,17 @@ class DtqTask(Task):
     ttl: float | None = None
     idempotency_key: str | None = None
     database: str | None = None  # alias whose commit enqueue_on_commit waits for
+
+    def __new__(cls, *args: Any, **kwargs: Any) -> DtqTask:
+        # @task(**options) (Django 6.1, the 5.2 backport) passes every option here: name the
+        # unknown ones at definition time instead of the dataclass's bare "unexpected keyword".
+        unknown = sorted(set(kwargs) - {f.name for f in fields(cls)})
+        if unknown:
+            func = kwargs.get("func")
+            where = getattr(func, "__qualname__", cls.__name__)
+            known = ", ".join(sorted(DECORATOR_OPTIONS))
+            raise TypeError(f"{where}: unknown task option(s) {', '.join(unknown)}; dtq's: {known}")
+        return object.__new__(cls)  # not super(): slots=True makes a new class
 
     def using(  # type: ignore[override]
         self,

@@ -73,13 +73,21 @@ class _CallerThread(Executor):
 
 
 def _call(fn: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]) -> Any:
+    # The test framework owns this thread's database connection and its transaction: run
+    # handlers without the worker's connection recycling, which would close it (or, where
+    # pytest-django blocks the database, fail the task for touching it).
     if fn is executor._run_sync:
-        # The test framework owns this thread's database connection and its transaction:
-        # run the handler without the worker's connection recycling, which would close it.
-        att, func, call_args, call_kwargs = args
-        executor._begin(att)  # the lease check stays: it raises StartRefused when it fails
-        return func(*call_args, **call_kwargs)
+        return _in_test(*args)
+    if fn is executor.run_sync_attempt:  # the worker's fast path for plain sync handlers
+        return fn(*args, run=_in_test)
     return fn(*args, **kwargs)
+
+
+def _in_test(
+    att: executor.Attempt, func: Callable[..., Any], args: list[Any], kwargs: dict[str, Any]
+) -> Any:
+    executor._begin(att)  # the lease check stays: it raises StartRefused when it fails
+    return func(*args, **kwargs)
 
 
 class _InProcessWorker(Worker):

@@ -13,7 +13,7 @@ from dtq.models import AuditEntry, PeriodicSchedule
 from tests.test_api_support import RECORD, api, assert_error, post  # noqa: F401
 from tests.test_periodic_firing import every_second
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # audit rows commit on their own connection
 
 NEW = {"name": "nightly", "task": RECORD, "cron": "30 2 * * *", "timezone": "Europe/Paris"}
 

@@ -9,22 +9,27 @@ import sys
 from datetime import timedelta
 from typing import Any
 
-import django
 import pytest
-from django.tasks import TaskResultStatus, default_task_backend
-from django.tasks.exceptions import TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 from django.utils import timezone
 
 import dtq
 from dtq.backends import DtqBackend, DtqTaskResult
+from dtq.compat import (
+    TASK_TAKES_OPTIONS,
+    TaskResultDoesNotExist,
+    TaskResultStatus,
+    default_task_backend,
+    task_enqueued,
+)
 from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
 from tests.conftest import ROOT, Env, wait_for
 from tests.testapp import django_tasks as dj
 
 pytestmark = pytest.mark.slow
-needs_61 = pytest.mark.skipif(django.VERSION < (6, 1), reason="@task(**kwargs) is Django 6.1+")
+needs_options = pytest.mark.skipif(
+    not TASK_TAKES_OPTIONS, reason="@task(**options) needs Django 6.1 or the 5.2 backport"
+)
 
 
 def finished(result: Any) -> Any:
@@ -45,7 +50,7 @@ def signals(env: Env, task_id: str) -> list[dict[str, Any]]:
 def read_in_another_process(env: Env, task_id: str) -> dict[str, Any]:
     """Read a result through get_result in a fresh Django process."""
     code = (
-        "import json; from django.tasks import default_task_backend as b; "
+        "import json; from dtq.compat import default_task_backend as b; "
         f"r = b.get_result({task_id!r}); "
         "print(json.dumps({'status': r.status, 'value': r.return_value, 'state': r.state, "
         "'attempt': r.attempt, 'workers': r.worker_ids}))"
@@ -215,7 +220,7 @@ def test_worker_runs_only_registered_tasks_never_a_path_from_redis(dtq_env):
         default_task_backend.get_result(accepted.id)  # not a django task of this backend
 
 
-@needs_61
+@needs_options
 def test_task_decorator_passes_dtq_options_through(dtq_env):
     retried = dj.configured.enqueue("value")
     not_retried = dj.configured.enqueue("type")

@@ -21,16 +21,22 @@ from typing import Any
 import django
 import pytest
 from django.db import transaction
-from django.tasks import TaskResultStatus, default_task_backend, task_backends
-from django.tasks.exceptions import TaskResultDoesNotExist, TaskResultMismatch
 from django.utils import timezone
 
 from dtq.backends import DtqTaskResult, UnresolvedException, result_from_record
+from dtq.compat import (
+    TASKS_MODULE,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task_backends,
+)
 from dtq.engine import records
 from tests.conftest import Env, wait_for
 from tests.testapp import django_tasks as dj
 
-IMMEDIATE = {"BACKEND": "django.tasks.backends.immediate.ImmediateBackend", "QUEUES": []}
+IMMEDIATE = {"BACKEND": f"{TASKS_MODULE}.backends.immediate.ImmediateBackend", "QUEUES": []}
 
 
 def run_all(env: Env, *results: Any, burst: bool = True) -> None:
@@ -141,9 +147,9 @@ def test_enqueue_on_commit_stamps_the_result_when_redis_accepts_it(dtq_env):
 
 
 def test_task_enqueued_is_logged_with_the_id(dtq_env, caplog):
-    with caplog.at_level("DEBUG", logger="django.tasks"):
+    with caplog.at_level("DEBUG", logger=TASKS_MODULE):
         result = dj.add.enqueue(1, 1)
-    [line] = [r.getMessage() for r in caplog.records if r.name == "django.tasks"]
+    [line] = [r.getMessage() for r in caplog.records if r.name == TASKS_MODULE]
     assert "enqueued" in line and result.id in line
 
 

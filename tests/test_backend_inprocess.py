@@ -9,16 +9,26 @@ import importlib
 from datetime import datetime, timedelta
 from typing import Any
 
-import django
 import pytest
 from django.contrib.auth.models import User
 from django.db import transaction
-from django.tasks import TaskResultStatus, default_task_backend, task, task_backends
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist, TaskResultMismatch
-from django.tasks.signals import task_enqueued, task_finished, task_started
 
 import dtq
 from dtq.backends import DtqBackend, DtqTask, DtqTaskResult, result_from_record
+from dtq.compat import (
+    TASK_TAKES_OPTIONS,
+    TASKS_MODULE,
+    InvalidTask,
+    TaskResultDoesNotExist,
+    TaskResultMismatch,
+    TaskResultStatus,
+    default_task_backend,
+    task,
+    task_backends,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from dtq.engine import records
 from dtq.engine.errors import IdempotencyInProgress, TaskCancelled, TaskExpired
 from dtq.engine.state import TaskState
@@ -26,7 +36,9 @@ from dtq.testing import run_queued
 from tests.testapp import django_tasks as dj
 from tests.testapp import tasks as native_tasks
 
-needs_61 = pytest.mark.skipif(django.VERSION < (6, 1), reason="@task(**kwargs) is Django 6.1+")
+needs_options = pytest.mark.skipif(
+    not TASK_TAKES_OPTIONS, reason="@task(**options) needs Django 6.1 or the 5.2 backport"
+)
 TASK_ID = "01m8kbtgrh00ckn0zaq6cx"
 
 
@@ -185,7 +197,7 @@ def test_queue_names_are_checked_against_queues(settings):
 
 def test_an_invalid_task_fails_its_module_import(tmp_path, monkeypatch):
     (tmp_path / "dtq_bad_tasks_module.py").write_text(
-        "from django.tasks import task\n\n\n"
+        f"from {TASKS_MODULE} import task\n\n\n"
         "@task(queue_name='has spaces')\n"
         "def send() -> None: ...\n"
     )
@@ -203,12 +215,20 @@ def test_using_accepts_dtq_options_and_rejects_unknown_ones():
         dj.add.using(retry_on=(ValueError,))
 
 
-@needs_61
+@needs_options
 def test_task_decorator_makes_a_dtq_task_with_options():
     assert isinstance(dj.configured, DtqTask)
     assert (dj.configured.max_attempts, dj.configured.retry_on) == (2, (ValueError,))
     with pytest.raises(InvalidTask, match="max_attempts"):
         task(queue_name="tests", max_attempts=0)(no_context_arg)
+    with pytest.raises(InvalidTask, match="timeout"):
+        task(queue_name="tests", timeout="30")(no_context_arg)
+
+
+@needs_options
+def test_task_decorator_names_an_unknown_option_at_definition_time():
+    with pytest.raises(TypeError, match=r"no_context_arg: unknown task option\(s\) max_attempt;"):
+        task(queue_name="tests", max_attempt=5)(no_context_arg)
 
 
 def test_check_reports_unknown_and_invalid_options(settings):

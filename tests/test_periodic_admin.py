@@ -18,7 +18,7 @@ from tests.conftest import wait_for
 from tests.ops_support import keys
 from tests.test_periodic_firing import RECORD, every_second, fired
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # audit rows commit on their own connection
 
 LIST = "admin:dtq_periodicschedule_changelist"
 

@@ -19,7 +19,7 @@ from tests.conftest import wait_for
 from tests.ops_support import keys
 from tests.test_periodic_firing import RECORD, every_second, fired, log_of, redis_ms
 
-pytestmark = pytest.mark.django_db
+pytestmark = pytest.mark.django_db(transaction=True)  # audit rows commit on their own connection
 
 
 @pytest.fixture

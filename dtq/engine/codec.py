@@ -21,10 +21,18 @@ def loads(text: str | bytes) -> Any:
     return orjson.loads(text)
 
 
-def encode_payload(args: Sequence[Any], kwargs: dict[str, Any], limit: int) -> str:
-    """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes."""
+def encode_payload(
+    args: Sequence[Any], kwargs: dict[str, Any], limit: int, ctx: dict[str, Any] | None = None
+) -> str:
+    """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes.
+
+    ctx holds the propagated context values (dtq.propagation), stored only when there are any.
+    """
+    envelope: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
+    if ctx:
+        envelope["ctx"] = ctx
     try:
-        text = orjson.dumps({"args": list(args), "kwargs": kwargs})
+        text = orjson.dumps(envelope)
     except TypeError as exc:
         raise PayloadError(f"task arguments must be JSON-serializable: {exc}") from None
     if limit and len(text) > limit:

@@ -10,8 +10,10 @@ import time
 import traceback
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
+from dtq import propagation, tracing
 from dtq.engine import clock, codec, failpoints, registry
 from dtq.engine.errors import PermanentError, RetryableError, TaskCancelled, TaskTimeout
 from dtq.engine.retry import RetryPolicy
@@ -176,7 +178,22 @@ def prepare_call(att: Attempt, context: Any) -> tuple[Any, list[Any], dict[str, 
         raise PermanentError(f"undecodable payload: {exc}") from None
     if task.takes_context:
         args.insert(0, context)
+    carried = payload.get("ctx")
+    traced = tracing.active()
+    if carried or traced:
+        inner = partial(tracing.consuming, att) if traced else None
+        task = _Carried(task, propagation.bind(task.func, carried or {}, task.is_async, inner))
     return task, args, kwargs
+
+
+class _Carried:
+    """A registry entry whose handler runs inside the context the task carried."""
+
+    def __init__(self, entry: Any, func: Any) -> None:
+        self.entry, self.func = entry, func
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.entry, name)
 
 
 def _run_sync(att: Attempt, func: Any, args: list[Any], kwargs: dict[str, Any]) -> Any:
@@ -222,7 +239,7 @@ async def execute(
     """
     entry = registry.get(att.name)
     if entry is None or not hasattr(entry, "started"):
-        return await _execute(att, worker_id, context, pool, on_stuck)
+        return tracing.finish(att, await _execute(att, worker_id, context, pool, on_stuck))
     reason = refusal(att)
     if reason is not None:
         return skipped(att, worker_id, reason)  # no hook either: for them it never started
@@ -243,7 +260,7 @@ async def execute(
     except asyncio.CancelledError:
         if not att.cancel.is_set():
             raise  # a cancel request that comes now must not lose a known outcome
-    return outcome
+    return tracing.finish(att, outcome)
 
 
 def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
@@ -307,16 +324,19 @@ def is_plain_sync(att: Attempt) -> bool:
     )
 
 
-def run_sync_attempt(att: Attempt, worker_id: str, context: Any) -> Outcome:
-    """Run a plain sync handler on the calling pool thread and return its outcome."""
+def run_sync_attempt(att: Attempt, worker_id: str, context: Any, run: Any = None) -> Outcome:
+    """Run a plain sync handler on the calling pool thread and return its outcome.
+
+    run replaces _run_sync (dtq.testing runs handlers on the test's own connection).
+    """
     try:
         task, args, kwargs = prepare_call(att, context)
     except PermanentError as exc:
         return failure(att, worker_id, exc, retryable=False)
     try:
-        value = _run_sync(att, task.func, args, kwargs)
+        value = (run or _run_sync)(att, task.func, args, kwargs)
     except StartRefused as exc:
         return skipped(att, worker_id, exc.reason)
     except BaseException as exc:  # on a pool thread, every BaseException is the handler's
-        return classify(att, worker_id, task, exc)
-    return success(att, worker_id, value)
+        return tracing.finish(att, classify(att, worker_id, task, exc))
+    return tracing.finish(att, success(att, worker_id, value))

@@ -10,6 +10,7 @@ from typing import Any
 
 from redis.exceptions import ResponseError
 
+from dtq import propagation, tracing
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout, refusals
 from dtq.engine.connection import get_client
@@ -90,7 +91,8 @@ def validate(sub: Submission) -> None:
 def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     """Return the 14 submit.lua fields of one validated submission."""
     s = dtq_settings
-    payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES))
+    ctx = propagation.capture()
+    payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx)
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
@@ -107,7 +109,7 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
         "" if sub.timeout is None else sub.timeout,
         codec.dumps(sub.retry),
         sub.idempotency_key or "",
-        codec.fingerprint(sub.name, payload) if sub.idempotency_key else "",
+        _fingerprint(sub, payload, ctx) if sub.idempotency_key else "",
         s.max_depth(sub.queue),
     ]
 
@@ -159,6 +161,12 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     return key_list, [*header, *_task_args(sub, task_id, 1)]
 
 
+def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:
+    # The carried context (a trace, a request id) differs per request: it is not the task's.
+    bare = codec.encode_payload(sub.args, sub.kwargs, 0) if ctx else payload
+    return codec.fingerprint(sub.name, bare)
+
+
 def interpret(sub: Submission, reply: list[Any]) -> Accepted:
     """Turn one task's REPLY_FIELDS reply fields of submit.lua into an Accepted, or raise."""
     kind = reply[0]
@@ -176,16 +184,19 @@ def interpret(sub: Submission, reply: list[Any]) -> Accepted:
 
 def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
-    key_list, argv = prepare(sub)
-    client = get_client()
-    try:
-        reply = call_script(client, Scripts.of(client).submit, key_list, argv)
-    except ResponseError as exc:
-        refused = refusals.as_submit_error(exc)
-        if refused is None:
-            raise
-        raise refused from exc  # refused at its first write: nothing of the task was stored
-    return interpret(sub, reply)
+    with tracing.producing(sub) as span:
+        key_list, argv = prepare(sub)
+        client = get_client()
+        try:
+            reply = call_script(client, Scripts.of(client).submit, key_list, argv)
+        except ResponseError as exc:
+            refused = refusals.as_submit_error(exc)
+            if refused is None:
+                raise
+            raise refused from exc  # refused at its first write: nothing of the task was stored
+        accepted = interpret(sub, reply)
+        tracing.accepted(span, accepted)
+        return accepted
 
 
 def prepare_many(subs: Sequence[Submission]) -> None:

@@ -4,10 +4,9 @@ import asyncio
 import random
 import time
 
-from django.tasks import TaskContext
-from django.tasks import task as django_task
-
 import dtq
+from dtq.compat import TaskContext
+from dtq.compat import task as django_task
 
 
 @dtq.task(queue_name="demo")

@@ -6,12 +6,17 @@ from datetime import UTC, datetime
 from decimal import Decimal
 from typing import Any
 
-import django
 from django.dispatch import receiver
-from django.tasks import TaskContext, task
-from django.tasks.signals import task_enqueued, task_finished, task_started
 
 import dtq
+from dtq.compat import (
+    TASK_TAKES_OPTIONS,
+    TaskContext,
+    task,
+    task_enqueued,
+    task_finished,
+    task_started,
+)
 from tests.testapp.tasks import witness
 
 
@@ -137,7 +142,7 @@ def interrupted() -> None:
     raise KeyboardInterrupt("task raised KeyboardInterrupt")
 
 
-if django.VERSION >= (6, 1):  # @task(**kwargs) reaches DtqTask from Django 6.1 on
+if TASK_TAKES_OPTIONS:  # @task(**options) reaches DtqTask on Django 6.1 and the backport
 
     @task(queue_name="tests", max_attempts=2, timeout=30, ttl=600, retry_on=(ValueError,))
     def configured(kind: str) -> str:

@@ -286,3 +286,12 @@ class Unprintable(Exception):
 def unprintable() -> None:
     """Raise an exception that cannot be turned into text."""
     raise Unprintable()
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=3)
+def crash_once(context: dtq.TaskContext) -> int:
+    """SIGKILL the worker running the first attempt; later attempts return their number."""
+    witness("crash_once", context)
+    if context.attempt == 1:
+        os.kill(os.getpid(), signal.SIGKILL)
+    return context.attempt
