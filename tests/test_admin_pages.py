@@ -130,8 +130,25 @@ def test_search_by_id_opens_the_task_or_says_none(dtq_env, operator):
     task_id = tasks.record.enqueue().id
     response = operator.get(url("tasks"), {"q": task_id})
     assert response.status_code == 302 and response["Location"] == url("task", task_id)
-    missing = operator.get(url("tasks"), {"q": "nope"}, follow=True)
+    missing = operator.get(url("tasks"), {"q": "01zzzzzzzz00zzzzzzzzzz"}, follow=True)
     assert "No task with id" in text(missing)
+
+
+def test_search_by_argument_value_over_every_queue_is_a_shareable_url(dtq_env, operator):
+    tasks.record.enqueue({"user_id": 41})
+    wanted = tasks.record.using(queue_name="other").enqueue({"user_id": 42}).id
+    response = operator.get(url("tasks"), {"q": "args.0.user_id=42"})
+    assert [t["id"] for t in response.context["tasks"]] == [wanted]
+    assert 'value="args.0.user_id=42"' in text(response)
+    assert "Read 2 task records" in text(response)
+    narrowed = operator.get(url("tasks"), {"q": "args.0.user_id=42", "queue": "tests"})
+    assert narrowed.context["tasks"] == []
+
+
+def test_a_search_that_does_not_parse_says_why(dtq_env, operator):
+    response = operator.get(url("tasks"), {"q": "state:DONE"})
+    assert response.status_code == 200
+    assert "Search not understood" in text(response) and "no state" in text(response)
 
 
 def test_task_page_shows_arguments_result_attempts_and_timeline(dtq_env, operator):

@@ -85,6 +85,14 @@ class TaskListQuery(PageQuery):
     task = serializers.CharField(max_length=200, required=False, help_text="task name")
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+    q = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        help_text="search: task:NAME queue:Q state:S created>T started>T finished<T "
+        "attempt>=N worker:W error:TEXT error.class:C args.0=42 kwargs.user_id=42 args~TEXT "
+        "or a bare substring of the arguments' JSON (see docs/api.md)",
+    )
 
 
 class QueueListQuery(PageQuery):
