@@ -255,8 +255,8 @@ def _payload(record: Record) -> dict[str, Any]:
 
 
 def _payload_contains(text: str) -> Check:
-    return lambda r: text in codec.dumps(
-        {"args": _payload(r).get("args"), "kwargs": _payload(r).get("kwargs")}
+    return lambda r: (
+        text in codec.dumps({"args": _payload(r).get("args"), "kwargs": _payload(r).get("kwargs")})
     )
 
 
