@@ -362,3 +362,15 @@ def test_page_cost_does_not_grow_with_the_number_of_tasks(dtq_env, private_redis
     large = {page: commands_for(operator, page, dtq_env.client) for page in pages}
     assert large == small
     assert max(small.values()) < 200, small
+
+
+def test_task_list_and_page_show_progress_and_durations(dtq_env, operator):
+    from dtq.engine import progress
+
+    task_id = tasks.record.enqueue().id
+    [claimed] = claim_by_hand("tests", 1)
+    assert progress.store(task_id, "tests", claimed["attempt"], 0.4, "copying files") == 1
+    listing = text(operator.get(url("tasks"), {"q": "state:RUNNING"}))
+    assert 'value="0.400"' in listing and "40% · copying files" in listing
+    page = text(operator.get(url("task", task_id)))
+    assert "40% · copying files" in page and "so far" in page

@@ -26,6 +26,7 @@ NAMES = (
     "op_begin",
     "op_renew",
     "op_finish",
+    "progress",
 )
 
 

@@ -60,7 +60,7 @@ def _page(filters: dict[str, Any]) -> dict[str, Any]:
     queues = [filters["queue"]] if filters["queue"] else None
     page = query.run(search, PAGE, filters["cursor"], queues=queues)
     return {
-        "tasks": [dated(t) for t in page["tasks"]],
+        "tasks": [dated(t) | records.durations(t) for t in page["tasks"]],
         "next_cursor": page["next_cursor"],
         "scanned": page["scanned"] if search.reads_records else None,
         "partial": page["partial"],
@@ -125,8 +125,9 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
     raw = record.get("payload")
     payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
+    runs = {r["attempt"]: r["run_seconds"] for r in records.durations(record)["attempt_runs"]}
     return {
-        "task": dated(record),
+        "task": dated(record) | records.durations(record),
         "args": pretty(payload.get("args", [])),
         "kwargs": pretty(payload.get("kwargs", {})),
         "result": pretty(record.get("result")),
@@ -135,6 +136,7 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
             | {
                 "started": moment(h.get("started_at") or h.get("at")),
                 "ended": moment(h.get("ended_at")),
+                "run_seconds": runs.get(h.get("attempt")) if h.get("ended_at") else None,
             }
             for h in history
         ],

@@ -134,7 +134,8 @@ class TaskCollection(DtqView):
             raise BadRequest(str(exc), code="invalid_query", details=fields) from None
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_cursor") from None
-        result = {"results": page["tasks"], "next_cursor": page["next_cursor"]}
+        tasks = [responses.task_summary(t) for t in page["tasks"]]
+        result = {"results": tasks, "next_cursor": page["next_cursor"]}
         return render(responses.TaskPage, result | {k: page[k] for k in ("partial", "scanned")})
 
 

@@ -37,7 +37,7 @@ local function reopen_idempotency(tk, ik, id)
 end
 
 local function reuse(tk, ik, id)
-  redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker',
+  redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker', 'progress',
     'discarded_at')
   redis.call('PERSIST', tk)  -- it had the retention TTL of a terminal record
   redis.call('ZREM', qkey(src, STATE_ORDER.DEAD_LETTERED), id)
