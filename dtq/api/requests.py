@@ -180,3 +180,18 @@ class AuditQuery(PageQuery):
     queue = QueueNameField(required=False)
     task_id = TaskIdField(required=False)
     actor = serializers.CharField(max_length=150, required=False)
+
+
+class EditReplayRequest(ReasonRequest):
+    """New values for a dead-lettered task's replay; a field left out keeps its value."""
+
+    args = serializers.ListField(child=serializers.JSONField(), required=False)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False)
+    queue = QueueNameField(required=False, help_text="a queue the task accepts")
+    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+
+    def validate_args(self, value: list[Any]) -> list[Any]:
+        return check_json_value(value)
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(value)

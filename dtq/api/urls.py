@@ -7,7 +7,7 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import dlq, queues, system, tasks
+from dtq.api.views import dlq, edit, queues, system, tasks
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -42,6 +42,7 @@ urlpatterns = [
     path(f"dlq/{TASK_ID}/", dlq.DlqDetailView.as_view(), name="dlq-detail"),
     path(f"dlq/{TASK_ID}/replay/", dlq.DlqReplay.as_view(), name="dlq-replay"),
     path(f"dlq/{TASK_ID}/discard/", dlq.DlqDiscard.as_view(), name="dlq-discard"),
+    path(f"dlq/{TASK_ID}/edit/", edit.DlqEditReplay.as_view(), name="dlq-edit-replay"),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),
     path("health/", system.HealthView.as_view(), name="health"),
