@@ -27,6 +27,7 @@ class AuditEntry(models.Model):
         DISCARD = "discard", "discard from DLQ"
         DLQ_PURGE = "dlq_purge", "purge DLQ"
         PURGE = "purge", "purge queue"
+        SUBMIT = "submit", "run a task by hand"
 
     class Source(models.TextChoices):
         COMMAND = "command", "management command"

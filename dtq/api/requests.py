@@ -195,3 +195,20 @@ class EditReplayRequest(ReasonRequest):
 
     def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
         return check_json_value(value)
+
+
+class RunRequest(ReasonRequest):
+    """Run a registered task by hand (audited): arguments checked against its signature."""
+
+    task = serializers.CharField(max_length=200, help_text="name of a registered task")
+    args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+    queue = QueueNameField(required=False, help_text="a queue the task accepts")
+    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+    delay = serializers.FloatField(min_value=0, required=False, default=0, help_text="seconds")
+
+    def validate_args(self, value: list[Any]) -> list[Any]:
+        return check_json_value(value)
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(value)

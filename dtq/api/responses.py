@@ -317,3 +317,20 @@ class Check(serializers.Serializer):
 class Ready(serializers.Serializer):
     ready = serializers.BooleanField()
     checks = serializers.DictField(child=Check())
+
+
+class CatalogueTask(serializers.Serializer):
+    """A registered task as the run-by-hand form lists it."""
+
+    name = serializers.CharField()
+    signature = serializers.CharField(help_text="its parameters, without the context")
+    queues = serializers.ListField(child=serializers.CharField())
+
+
+class Catalogue(serializers.Serializer):
+    results = CatalogueTask(many=True)
+
+
+class RunResult(serializers.Serializer):
+    id = serializers.CharField()
+    url = serializers.CharField()

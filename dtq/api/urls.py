@@ -7,7 +7,7 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import dlq, edit, queues, system, tasks
+from dtq.api.views import dlq, edit, queues, run, system, tasks
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -29,6 +29,8 @@ TASK_ID = "<dtq_task_id:task_id>"
 
 urlpatterns = [
     path("tasks/", tasks.TaskCollection.as_view(), name="task-list"),
+    path("tasks/catalogue/", run.TaskCatalogue.as_view(), name="task-catalogue"),
+    path("tasks/run/", run.TaskRun.as_view(), name="task-run"),
     path(f"tasks/{TASK_ID}/", tasks.TaskDetailView.as_view(), name="task-detail"),
     path(f"tasks/{TASK_ID}/cancel/", tasks.TaskCancel.as_view(), name="task-cancel"),
     path("queues/", queues.QueueCollection.as_view(), name="queue-list"),
