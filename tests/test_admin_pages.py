@@ -374,3 +374,36 @@ def test_task_list_and_page_show_progress_and_durations(dtq_env, operator):
     assert 'value="0.400"' in listing and "40% · copying files" in listing
     page = text(operator.get(url("task", task_id)))
     assert "40% · copying files" in page and "so far" in page
+
+
+def test_run_a_task_from_the_form(dtq_env, operator):
+    page = operator.get(url("run"))
+    assert page.status_code == 200 and "tests.testapp.tasks.flaky(failures: int)" in text(page)
+    bad = operator.post(url("run"), {"task": tasks.flaky.name, "args": "[1, 2]"}, follow=True)
+    assert "Not started" in text(bad) and "too many positional" in text(bad)
+    notjson = operator.post(url("run"), {"task": tasks.flaky.name, "args": "[1,"}, follow=True)
+    assert "args is not valid JSON" in text(notjson)
+    ok = operator.post(url("run"), {"task": tasks.flaky.name, "kwargs": '{"failures": 0}'})
+    assert ok.status_code == 302
+    task_id = ok["Location"].rstrip("/").split("/")[-1]
+    assert records.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}
+    assert AuditEntry.objects.get(outcome="ok").action == "submit"
+
+
+def test_edit_a_dead_lettered_task_and_replay_it(dtq_env, operator):
+    task_id = tasks.record.enqueue(1).id
+    dead_letter_by_hand(1)
+    assert url("task_edit", task_id) in text(operator.get(url("task", task_id)))
+    form = operator.get(url("task_edit", task_id))
+    assert "[1]" in text(form)
+    bad = operator.post(url("task_edit", task_id), {"args": "[1, 2]"}, follow=True)
+    assert "Not replayed" in text(bad)
+    ok = operator.post(url("task_edit", task_id), {"args": "[9]", "priority": "50"})
+    assert ok.status_code == 302
+    record = records.get_task(task_id)
+    assert record["state"] == "QUEUED" and record["payload"]["args"] == [9]
+    assert record["priority"] == 50
+    row = AuditEntry.objects.get(outcome="ok")
+    assert row.parameters["edit"]["before"]["args"] == [1]
+    assert row.parameters["edit"]["after"]["args"] == [9]
+    assert operator.get(url("task_edit", task_id)).status_code == 404  # no longer dead
