@@ -12,7 +12,7 @@ from django.urls import URLPattern, path
 
 from dtq.engine import audit_db
 from dtq.models import PERM_VIEW, AuditEntry, TaskQueue
-from dtq.views import dlq, overview, queues, run, tasks
+from dtq.views import dlq, overview, queues, run, tasks, workers
 from dtq.views.common import url_name
 
 PAGES: list[tuple[str, Any, str]] = [
@@ -23,6 +23,8 @@ PAGES: list[tuple[str, Any, str]] = [
     ("tasks/<str:task_id>/cancel/", tasks.task_cancel, "task_cancel"),
     ("tasks/<str:task_id>/edit/", run.task_edit, "task_edit"),
     ("run/", run.run_form, "run"),
+    ("workers/", workers.worker_list, "workers"),
+    ("workers/<str:worker_id>/", workers.worker_page, "worker"),
     ("dlq/", dlq.dlq_list, "dlq"),
     ("dlq/action/", dlq.dlq_action, "dlq_action"),
     ("dlq/purge/", dlq.dlq_purge, "dlq_purge"),

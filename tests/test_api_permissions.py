@@ -19,6 +19,7 @@ ENDPOINTS = [
     ("view", "GET", "/api/dlq/", None),
     ("view", "GET", f"/api/dlq/{TASK}/", None),
     ("view", "GET", "/api/workers/", None),
+    ("view", "GET", "/api/workers/nobody/", None),
     ("view", "GET", "/api/ready/", None),
     ("view", "GET", "/api/schema/", None),
     ("view", "GET", "/api/docs/", None),
@@ -65,6 +66,12 @@ def test_every_routed_endpoint_is_in_the_matrix(api):  # noqa: F811
         for method in operations
     }
     covered = {
-        (m, u.replace(TASK, "{task_id}").replace("/tests/", "/{name}/")) for _, m, u, _ in ENDPOINTS
+        (
+            m,
+            u.replace(TASK, "{task_id}")
+            .replace("/tests/", "/{name}/")
+            .replace("/nobody/", "/{worker_id}/"),
+        )
+        for _, m, u, _ in ENDPOINTS
     }
     assert routed - {("GET", "/api/health/")} <= covered

@@ -334,3 +334,16 @@ class Catalogue(serializers.Serializer):
 class RunResult(serializers.Serializer):
     id = serializers.CharField()
     url = serializers.CharField()
+
+
+class RunningTask(TaskSummary):
+    running_for = serializers.FloatField(allow_null=True, default=None, help_text="seconds")
+
+
+class WorkerDetail(serializers.Serializer):
+    """One worker: its heartbeat, the tasks it runs now, the newest tasks it finished."""
+
+    worker = Worker()
+    running = RunningTask(many=True)
+    history = TaskSummary(many=True)
+    partial = serializers.BooleanField(help_text=PARTIAL_HELP)

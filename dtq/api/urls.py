@@ -7,7 +7,7 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import dlq, edit, queues, run, system, tasks
+from dtq.api.views import dlq, edit, queues, run, system, tasks, workers
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -46,6 +46,7 @@ urlpatterns = [
     path(f"dlq/{TASK_ID}/discard/", dlq.DlqDiscard.as_view(), name="dlq-discard"),
     path(f"dlq/{TASK_ID}/edit/", edit.DlqEditReplay.as_view(), name="dlq-edit-replay"),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
+    path("workers/<str:worker_id>/", workers.WorkerDetailView.as_view(), name="worker-detail"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),
     path("health/", system.HealthView.as_view(), name="health"),
     path("ready/", system.ReadyView.as_view(), name="ready"),
