@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
@@ -9,7 +10,11 @@ from dtq.api import responses
 from dtq.api.base import DtqView, document, render
 from dtq.api.errors import NotFound
 from dtq.api.responses import error_responses
-from dtq.engine.records.worker_page import worker_detail
+from dtq.engine.records.worker_page import WORKER_ID, worker_detail
+
+WORKER_ID_PARAMETER = OpenApiParameter(
+    "worker_id", str, OpenApiParameter.PATH, pattern=f"^{WORKER_ID.pattern}$"
+)
 
 
 class WorkerDetailView(DtqView):
@@ -17,6 +22,7 @@ class WorkerDetailView(DtqView):
 
     @document(
         operation_id="workers_retrieve",
+        parameters=[WORKER_ID_PARAMETER],
         responses={200: responses.WorkerDetail, **error_responses(401, 403, 404, 503)},
     )
     def get(self, request: Request, worker_id: str) -> Response:
