@@ -13,7 +13,7 @@ from django.urls import URLPattern, path
 from dtq.engine import audit_db
 from dtq.engine.audit import audited
 from dtq.models import PERM_VIEW, AuditEntry, PeriodicSchedule, TaskQueue
-from dtq.views import dlq, overview, periodic, queues, tasks
+from dtq.views import dlq, overview, periodic, queues, run, tasks, workers
 from dtq.views.common import url_name
 
 PAGES: list[tuple[str, Any, str]] = [
@@ -22,6 +22,10 @@ PAGES: list[tuple[str, Any, str]] = [
     ("tasks/<str:task_id>/", tasks.task_detail, "task"),
     ("tasks/<str:task_id>/live/", tasks.task_live, "task_live"),
     ("tasks/<str:task_id>/cancel/", tasks.task_cancel, "task_cancel"),
+    ("tasks/<str:task_id>/edit/", run.task_edit, "task_edit"),
+    ("run/", run.run_form, "run"),
+    ("workers/", workers.worker_list, "workers"),
+    ("workers/<str:worker_id>/", workers.worker_page, "worker"),
     ("dlq/", dlq.dlq_list, "dlq"),
     ("dlq/action/", dlq.dlq_action, "dlq_action"),
     ("dlq/purge/", dlq.dlq_purge, "dlq_purge"),

@@ -48,6 +48,7 @@ class AuditEntry(models.Model):
         PERIODIC_RESUME = "periodic_resume", "resume schedule"
         PERIODIC_RUN = "periodic_run", "run schedule now"
         PERIODIC_EDIT = "periodic_edit", "edit schedule"
+        SUBMIT = "submit", "run a task by hand"
 
     class Source(models.TextChoices):
         COMMAND = "command", "management command"

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import asyncio
 import inspect
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
@@ -22,6 +23,7 @@ from dtq.engine.errors import (
     UnknownQueue,
 )
 from dtq.engine.keys import check_queue_name
+from dtq.engine.progress import Reporter, check
 from dtq.engine.submit import Accepted, Submission, asubmit, asubmit_many, submit, submit_many
 from dtq.result import TaskResult
 
@@ -41,6 +43,7 @@ class TaskContext:
     deadline: float | None  # epoch seconds when the timeout fires, if there is one
     _cancel: Any = field(repr=False)
     idempotency_key: str = ""
+    _reporter: Any = field(default=None, repr=False, compare=False)  # made on first use
 
     @property
     def scheduled_at(self) -> datetime | None:
@@ -53,6 +56,19 @@ class TaskContext:
     def cancel_requested(self) -> bool:
         """Return True once a cancel was requested, or the lease was lost (stop: no outcome)."""
         return self._cancel.is_set()
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far this attempt got (0..1) on the task record, at a bounded rate."""
+        if self._reporter is None:
+            # Made here, not per attempt: tasks that never report cost nothing.
+            reporter = Reporter(self.task_id, self.queue_name, self.attempt)
+            object.__setattr__(self, "_reporter", reporter)
+        self._reporter.report(fraction, message)
+
+    async def aprogress(self, fraction: float, message: str = "") -> None:
+        """Report progress from async code (the write runs off the event loop)."""
+        check(fraction, message)  # a bad value raises here, in the caller's task
+        await asyncio.to_thread(self.progress, fraction, message)
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)

@@ -130,8 +130,25 @@ def test_search_by_id_opens_the_task_or_says_none(dtq_env, operator):
     task_id = tasks.record.enqueue().id
     response = operator.get(url("tasks"), {"q": task_id})
     assert response.status_code == 302 and response["Location"] == url("task", task_id)
-    missing = operator.get(url("tasks"), {"q": "nope"}, follow=True)
+    missing = operator.get(url("tasks"), {"q": "01zzzzzzzz00zzzzzzzzzz"}, follow=True)
     assert "No task with id" in text(missing)
+
+
+def test_search_by_argument_value_over_every_queue_is_a_shareable_url(dtq_env, operator):
+    tasks.record.enqueue({"user_id": 41})
+    wanted = tasks.record.using(queue_name="other").enqueue({"user_id": 42}).id
+    response = operator.get(url("tasks"), {"q": "args.0.user_id=42"})
+    assert [t["id"] for t in response.context["tasks"]] == [wanted]
+    assert 'value="args.0.user_id=42"' in text(response)
+    assert "Read 2 task records" in text(response)
+    narrowed = operator.get(url("tasks"), {"q": "args.0.user_id=42", "queue": "tests"})
+    assert narrowed.context["tasks"] == []
+
+
+def test_a_search_that_does_not_parse_says_why(dtq_env, operator):
+    response = operator.get(url("tasks"), {"q": "state:DONE"})
+    assert response.status_code == 200
+    assert "Search not understood" in text(response) and "no state" in text(response)
 
 
 def test_task_page_shows_arguments_result_attempts_and_timeline(dtq_env, operator):
@@ -345,3 +362,48 @@ def test_page_cost_does_not_grow_with_the_number_of_tasks(dtq_env, private_redis
     large = {page: commands_for(operator, page, dtq_env.client) for page in pages}
     assert large == small
     assert max(small.values()) < 200, small
+
+
+def test_task_list_and_page_show_progress_and_durations(dtq_env, operator):
+    from dtq.engine import progress
+
+    task_id = tasks.record.enqueue().id
+    [claimed] = claim_by_hand("tests", 1)
+    assert progress.store(task_id, "tests", claimed["attempt"], 0.4, "copying files") == 1
+    listing = text(operator.get(url("tasks"), {"q": "state:RUNNING"}))
+    assert 'value="0.400"' in listing and "40% · copying files" in listing
+    page = text(operator.get(url("task", task_id)))
+    assert "40% · copying files" in page and "so far" in page
+
+
+def test_run_a_task_from_the_form(dtq_env, operator):
+    page = operator.get(url("run"))
+    assert page.status_code == 200 and "tests.testapp.tasks.flaky(failures: int)" in text(page)
+    bad = operator.post(url("run"), {"task": tasks.flaky.name, "args": "[1, 2]"}, follow=True)
+    assert "Not started" in text(bad) and "too many positional" in text(bad)
+    notjson = operator.post(url("run"), {"task": tasks.flaky.name, "args": "[1,"}, follow=True)
+    assert "args is not valid JSON" in text(notjson)
+    ok = operator.post(url("run"), {"task": tasks.flaky.name, "kwargs": '{"failures": 0}'})
+    assert ok.status_code == 302
+    task_id = ok["Location"].rstrip("/").split("/")[-1]
+    assert records.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}
+    assert AuditEntry.objects.get(outcome="ok").action == "submit"
+
+
+def test_edit_a_dead_lettered_task_and_replay_it(dtq_env, operator):
+    task_id = tasks.record.enqueue(1).id
+    dead_letter_by_hand(1)
+    assert url("task_edit", task_id) in text(operator.get(url("task", task_id)))
+    form = operator.get(url("task_edit", task_id))
+    assert "[1]" in text(form)
+    bad = operator.post(url("task_edit", task_id), {"args": "[1, 2]"}, follow=True)
+    assert "Not replayed" in text(bad)
+    ok = operator.post(url("task_edit", task_id), {"args": "[9]", "priority": "50"})
+    assert ok.status_code == 302
+    record = records.get_task(task_id)
+    assert record["state"] == "QUEUED" and record["payload"]["args"] == [9]
+    assert record["priority"] == 50
+    row = AuditEntry.objects.get(outcome="ok")
+    assert row.parameters["edit"]["before"]["args"] == [1]
+    assert row.parameters["edit"]["after"]["args"] == [9]
+    assert operator.get(url("task_edit", task_id)).status_code == 404  # no longer dead

@@ -22,6 +22,7 @@ CODENAMES = {
     "discard": "discard_task",
     "purge": "purge_queue",
     "pause": "pause_queue",
+    "submit": "submit_task",
 }
 
 
@@ -73,6 +74,8 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
         "replay": ("replay", url("dlq_action"), {**dlq, "action": "replay"}),
         "discard": ("discard", url("dlq_action"), {**dlq, "action": "discard"}),
         "dlq_purge": ("purge", url("dlq_purge"), {"queue": "dead", "reason": "r"}),
+        "edit": ("replay", url("task_edit", world["dead"]), {"args": "[]"}),
+        "run": ("submit", url("run"), {"task": tasks.record.name}),
     }
 
 

@@ -19,6 +19,7 @@ ENDPOINTS = [
     ("view", "GET", "/api/dlq/", None),
     ("view", "GET", f"/api/dlq/{TASK}/", None),
     ("view", "GET", "/api/workers/", None),
+    ("view", "GET", "/api/workers/nobody/", None),
     ("view", "GET", "/api/ready/", None),
     ("view", "GET", "/api/schema/", None),
     ("view", "GET", "/api/docs/", None),
@@ -26,6 +27,9 @@ ENDPOINTS = [
     ("audit", "GET", "/api/audit/", None),
     ("submit", "POST", "/api/tasks/", {"task": RECORD}),
     ("submit", "POST", "/api/tasks/bulk/", {"tasks": [{"task": RECORD}]}),
+    ("submit", "GET", "/api/tasks/catalogue/", None),
+    ("submit", "POST", "/api/tasks/run/", {"task": RECORD}),
+    ("replay", "POST", f"/api/dlq/{TASK}/edit/", {"args": [1]}),
     ("cancel", "POST", f"/api/tasks/{TASK}/cancel/", {}),
     ("replay", "POST", f"/api/dlq/{TASK}/replay/", {}),
     ("replay", "POST", "/api/dlq/replay/", {"queue": "tests"}),
@@ -73,6 +77,12 @@ def test_every_routed_endpoint_is_in_the_matrix(api):  # noqa: F811
         for method in operations
     }
     covered = {
-        (m, u.replace(TASK, "{task_id}").replace("/tests/", "/{name}/")) for _, m, u, _ in ENDPOINTS
+        (
+            m,
+            u.replace(TASK, "{task_id}")
+            .replace("/tests/", "/{name}/")
+            .replace("/nobody/", "/{worker_id}/"),
+        )
+        for _, m, u, _ in ENDPOINTS
     }
     assert routed - {("GET", "/api/health/")} <= covered

@@ -338,3 +338,29 @@ def test_cancel_a_finished_task_is_409(client):
 def test_cancel_an_unknown_task_is_404(client):
     response = post(client, "/api/tasks/0000000000000000000000/cancel/")
     assert_error(response, 404, "task_not_found")
+
+
+# ----- search ------------------------------------------------------------------------------
+
+
+def test_list_searches_by_argument_value_and_error(client, dtq_env):
+    from tests.ops_support import claim_by_hand, finalize_by_hand
+
+    submit(client, args=[41])
+    wanted = submit(client, args=[42], queue_name="other")["id"]
+    response = client.get("/api/tasks/", {"q": "args.0=42"})
+    assert response.status_code == 200
+    body = response.json()
+    assert [t["id"] for t in body["results"]] == [wanted]
+    assert body["scanned"] == 2 and body["partial"] is False
+    assert client.get("/api/tasks/", {"q": "args.0=42", "queue": "tests"}).json()["results"] == []
+    [claimed] = claim_by_hand("tests", 1)
+    finalize_by_hand(claimed, "fail", {"class": "builtins.OSError", "message": "disk full"})
+    found = client.get("/api/tasks/", {"q": "error:disk", "state": "DEAD_LETTERED"}).json()
+    assert [t["id"] for t in found["results"]] == [claimed["id"]]
+
+
+def test_a_search_that_does_not_parse_is_400_invalid_query(client):
+    error = assert_error(client.get("/api/tasks/", {"q": "attempt>many"}), 400, "invalid_query")
+    assert "not a whole number" in error["message"]
+    assert error["details"]["fields"]["q"]

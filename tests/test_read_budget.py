@@ -109,6 +109,9 @@ def _api_paths(big: dict[str, Any]) -> list[str]:
         f"/api/tasks/?limit=1000&queue={HOT}&created_before=2001-01-01T00:00:00Z",
         f"/api/tasks/?limit=1000&queue={HOT}&created_after=2001-01-01T00:00:00Z&task=nope",
         "/api/tasks/?limit=1000&cursor=99999999999999:" + hot,
+        "/api/tasks/?limit=1000&q=args.0%3D42",
+        "/api/tasks/?limit=1000&q=error%3Abulk+kwargs~x+worker%3Abusy+attempt%3E%3D1",
+        f"/api/tasks/?limit=1000&q=queue%3A{HOT}+started%3E-1h+finished%3C-0s",
         f"/api/tasks/{hot}/",
         "/api/queues/?limit=1000",
         f"/api/queues/{HOT}/?minutes=120",
@@ -133,6 +136,9 @@ def _admin_paths(big: dict[str, Any]) -> list[str]:
         admin("tasks"),
         admin("tasks") + f"?queue={HOT}&task=nope",
         admin("tasks") + f"?queue={HOT}&state=SUCCEEDED",
+        admin("tasks") + "?q=args.0%3D42",
+        admin("tasks") + "?q=error%3Abulk+state%3ADEAD_LETTERED",
+        admin("run"),
         admin("task", big["hot_task"]),
         admin("dlq") + f"?queue={DEAD}",
         admin("dlq") + f"?queue={DEAD}&name=nope",
@@ -143,7 +149,7 @@ def test_no_read_request_costs_more_than_2000_commands(big, api, dtq_env):  # no
     client = dtq_env.client
     viewer = api.client("view")
     staff = User.objects.create(username="viewer", is_staff=True)
-    staff.user_permissions.set(api.user("view").user_permissions.all())
+    staff.user_permissions.set(api.user("view", "submit").user_permissions.all())
     admin_client = Client()
     admin_client.force_login(staff)
     costs: dict[str, int] = {}

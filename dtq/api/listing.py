@@ -14,6 +14,7 @@ from datetime import datetime
 from typing import Any
 
 from dtq.engine import records
+from dtq.engine.records.query import parse, run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -27,6 +28,7 @@ class TaskQuery:
     created_before: datetime | None = None
     limit: int = 50
     cursor: str | None = None
+    q: str = ""  # the search language of records.query
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -34,18 +36,19 @@ def _seconds(moment: datetime | None) -> float | None:
 
 
 def list_tasks(query: TaskQuery) -> dict[str, Any]:
-    """Return {'tasks', 'next_cursor', 'partial', 'scanned'} for the query."""
-    queues = [query.queue] if query.queue else records.queue_names()
-    page = records.search_tasks(
-        queues,
-        query.state,
-        query.limit,
-        query.cursor,
-        name=query.name,
-        created_after=_seconds(query.created_after),
-        created_before=_seconds(query.created_before),
-    )
-    return {**page, "queues_total": len(queues)}
+    """Return {'tasks', 'next_cursor', 'partial', 'scanned'} for the query.
+
+    Raise QueryError for a search that does not parse; the separate filters add to it.
+    """
+    search = parse(query.q)
+    search.narrow(state=query.state, name=query.name)
+    after, before = _seconds(query.created_after), _seconds(query.created_before)
+    if after is not None:
+        search.created_after = max(search.created_after or after, after)
+        search.entered_after = max(search.entered_after or after, after)
+    if before is not None:
+        search.created_before = min(search.created_before or before, before)
+    return run(search, query.limit, query.cursor, queues=[query.queue] if query.queue else None)
 
 
 def list_dlq(queue: str | None, limit: int, cursor: str | None) -> dict[str, Any]:

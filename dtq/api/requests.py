@@ -101,6 +101,14 @@ class TaskListQuery(PageQuery):
     task = serializers.CharField(max_length=200, required=False, help_text="task name")
     created_after = serializers.DateTimeField(required=False)
     created_before = serializers.DateTimeField(required=False)
+    q = serializers.CharField(
+        max_length=2000,
+        required=False,
+        allow_blank=True,
+        help_text="search: task:NAME queue:Q state:S created>T started>T finished<T "
+        "attempt>=N worker:W error:TEXT error.class:C args.0=42 kwargs.user_id=42 args~TEXT "
+        "or a bare substring of the arguments' JSON (see docs/api.md)",
+    )
 
 
 class QueueListQuery(PageQuery):
@@ -188,3 +196,35 @@ class AuditQuery(PageQuery):
     queue = QueueNameField(required=False)
     task_id = TaskIdField(required=False)
     actor = serializers.CharField(max_length=150, required=False)
+
+
+class EditReplayRequest(ReasonRequest):
+    """New values for a dead-lettered task's replay; a field left out keeps its value."""
+
+    args = serializers.ListField(child=serializers.JSONField(), required=False)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False)
+    queue = QueueNameField(required=False, help_text="a queue the task accepts")
+    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+
+    def validate_args(self, value: list[Any]) -> list[Any]:
+        return check_json_value(value)
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(value)
+
+
+class RunRequest(ReasonRequest):
+    """Run a registered task by hand (audited): arguments checked against its signature."""
+
+    task = serializers.CharField(max_length=200, help_text="name of a registered task")
+    args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
+    kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
+    queue = QueueNameField(required=False, help_text="a queue the task accepts")
+    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+    delay = serializers.FloatField(min_value=0, required=False, default=0, help_text="seconds")
+
+    def validate_args(self, value: list[Any]) -> list[Any]:
+        return check_json_value(value)
+
+    def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
+        return check_json_value(value)

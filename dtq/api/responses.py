@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from dtq.api.fields import EpochField, ObjectField
+from dtq.engine.records.tasks import durations
 from dtq.engine.state import TaskState
 
 STATES = [s.value for s in TaskState]
@@ -60,6 +61,14 @@ class BulkSubmitResult(serializers.Serializer):
     results = SubmitResult(many=True)
 
 
+class Progress(serializers.Serializer):
+    """The latest progress the running (or last) attempt reported."""
+
+    fraction = serializers.FloatField(min_value=0, max_value=1)
+    message = serializers.CharField(allow_blank=True)
+    at = EpochField()
+
+
 class TaskSummary(serializers.Serializer):
     """A task in a list."""
 
@@ -74,6 +83,18 @@ class TaskSummary(serializers.Serializer):
     updated_at = EpochField()
     finished_at = EpochField()
     error = Json(allow_null=True, default=None)
+    progress = Progress(allow_null=True, default=None)
+    wait_seconds = serializers.FloatField(
+        allow_null=True, default=None, help_text="from entering the queue to the latest start"
+    )
+    run_seconds = serializers.FloatField(
+        allow_null=True, default=None, help_text="latest attempt: start to end (so far)"
+    )
+
+
+class AttemptRun(serializers.Serializer):
+    attempt = serializers.IntegerField(allow_null=True)
+    run_seconds = serializers.FloatField()
 
 
 class TaskDetail(TaskSummary):
@@ -92,6 +113,17 @@ class TaskDetail(TaskSummary):
     timeout = serializers.FloatField(allow_null=True, default=None)
     cancel_requested = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(allow_blank=True, default="")
+    attempt_runs = AttemptRun(many=True, default=list, help_text="run time of each attempt")
+
+
+def task_summary(record: dict[str, Any]) -> dict[str, Any]:
+    """Return a decoded record with its durations (records.durations) added."""
+    progress = record.get("progress")
+    return record | durations(record) | {"progress": progress if _is_progress(progress) else None}
+
+
+def _is_progress(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("fraction"), (int, float))
 
 
 def task_detail(record: dict[str, Any]) -> dict[str, Any]:
@@ -100,7 +132,7 @@ def task_detail(record: dict[str, Any]) -> dict[str, Any]:
     payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in (record.get("history") or []) if isinstance(h, dict)]
     return {
-        **record,
+        **task_summary(record),
         "args": payload.get("args") or [],
         "kwargs": payload.get("kwargs") or {},
         "history": history,
@@ -291,3 +323,33 @@ class Check(serializers.Serializer):
 class Ready(serializers.Serializer):
     ready = serializers.BooleanField()
     checks = serializers.DictField(child=Check())
+
+
+class CatalogueTask(serializers.Serializer):
+    """A registered task as the run-by-hand form lists it."""
+
+    name = serializers.CharField()
+    signature = serializers.CharField(help_text="its parameters, without the context")
+    queues = serializers.ListField(child=serializers.CharField())
+
+
+class Catalogue(serializers.Serializer):
+    results = CatalogueTask(many=True)
+
+
+class RunResult(serializers.Serializer):
+    id = serializers.CharField()
+    url = serializers.CharField()
+
+
+class RunningTask(TaskSummary):
+    running_for = serializers.FloatField(allow_null=True, default=None, help_text="seconds")
+
+
+class WorkerDetail(serializers.Serializer):
+    """One worker: its heartbeat, the tasks it runs now, the newest tasks it finished."""
+
+    worker = Worker()
+    running = RunningTask(many=True)
+    history = TaskSummary(many=True)
+    partial = serializers.BooleanField(help_text=PARTIAL_HELP)

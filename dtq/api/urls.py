@@ -7,7 +7,7 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import bulk, dlq, periodic, queues, system, tasks
+from dtq.api.views import bulk, dlq, edit, periodic, queues, run, system, tasks, workers
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -30,6 +30,8 @@ TASK_ID = "<dtq_task_id:task_id>"
 urlpatterns = [
     path("tasks/", tasks.TaskCollection.as_view(), name="task-list"),
     path("tasks/bulk/", bulk.TaskBulkSubmit.as_view(), name="task-bulk"),
+    path("tasks/catalogue/", run.TaskCatalogue.as_view(), name="task-catalogue"),
+    path("tasks/run/", run.TaskRun.as_view(), name="task-run"),
     path(f"tasks/{TASK_ID}/", tasks.TaskDetailView.as_view(), name="task-detail"),
     path(f"tasks/{TASK_ID}/cancel/", tasks.TaskCancel.as_view(), name="task-cancel"),
     path("queues/", queues.QueueCollection.as_view(), name="queue-list"),
@@ -48,7 +50,9 @@ urlpatterns = [
     path("schedules/<str:name>/pause/", periodic.SchedulePause.as_view(), name="schedule-pause"),
     path("schedules/<str:name>/resume/", periodic.ScheduleResume.as_view(), name="schedule-resume"),
     path("schedules/<str:name>/run/", periodic.ScheduleRun.as_view(), name="schedule-run"),
+    path(f"dlq/{TASK_ID}/edit/", edit.DlqEditReplay.as_view(), name="dlq-edit-replay"),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
+    path("workers/<str:worker_id>/", workers.WorkerDetailView.as_view(), name="worker-detail"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),
     path("health/", system.HealthView.as_view(), name="health"),
     path("ready/", system.ReadyView.as_view(), name="ready"),

@@ -88,8 +88,16 @@ def _task_id(entry: DlqEntry) -> str:
     return entry["task_id"] if ids.is_valid(entry["task_id"]) else "0" * 22
 
 
-def replay_entries(queue: str, entries: list[DlqEntry], to_queue: str | None = None) -> list[str]:
-    """Replay entries of one queue's DLQ onto to_queue (default: the same queue)."""
+def replay_entries(
+    queue: str,
+    entries: list[DlqEntry],
+    to_queue: str | None = None,
+    edits: list[str] | None = None,
+) -> list[str]:
+    """Replay entries of one queue's DLQ onto to_queue (default: the same queue).
+
+    `edits`, one per entry ('' for none), are replay.lua's JSON edits of payload and priority.
+    """
     usable = [e for e in entries if ids.is_valid(e["task_id"])]
     replies: list[str] = []
     if usable:
@@ -98,6 +106,8 @@ def replay_entries(queue: str, entries: list[DlqEntry], to_queue: str | None = N
         keys, argv = layout.build(_keys(), queues, _refs(queue, usable))
         args: list[Any] = [1, target, int(dtq_settings.DEFAULT_MAX_ATTEMPTS)]
         args += [e["entry_id"] for e in usable]
+        if edits is not None:
+            args += [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
         replies = Scripts.of(get_client()).replay(keys=keys, args=[*argv, *args])
     found = iter(replies)
     return [next(found) if ids.is_valid(e["task_id"]) else "stale" for e in entries]

@@ -28,6 +28,7 @@ NAMES = (
     "op_begin",
     "op_renew",
     "op_finish",
+    "progress",
 )
 
 

@@ -93,3 +93,41 @@ def throughput_svg(rows: list[dict[str, int]]) -> SafeString:
         mark_safe(bars),
         axis,
     )
+
+
+SPARK_W, SPARK_H = 120, 24
+
+
+def sparkline(rows: list[dict[str, int]]) -> SafeString:
+    """Return a small inline SVG: finished tasks per minute as a line, failures as red ticks."""
+    if not rows:
+        return mark_safe("")
+    done = [r.get("succeeded", 0) + failures(r) for r in rows]
+    top = max(max(done), 1)
+    step = SPARK_W / max(len(rows) - 1, 1)
+    points = " ".join(
+        f"{i * step:.1f},{SPARK_H - 1 - n * (SPARK_H - 2) / top:.1f}" for i, n in enumerate(done)
+    )
+    ticks = format_html_join(
+        "",
+        '<rect x="{}" y="{}" width="2" height="{}" class="dtq-spark-fail"></rect>',
+        (
+            (f"{i * step - 1:.1f}", f"{SPARK_H - h:.1f}", f"{h:.1f}")
+            for i, r in enumerate(rows)
+            if (h := max(failures(r) * (SPARK_H - 2) / top, 2) if failures(r) else 0)
+        ),
+    )
+    summary = summarize(rows)
+    label = f"{summary['succeeded']} succeeded, {summary['failed']} failed in {len(rows)} min"
+    return format_html(
+        '<svg class="dtq-spark" viewBox="0 0 {} {}" width="{}" height="{}" role="img" '
+        'aria-label="{}"><polyline points="{}" fill="none" stroke="currentColor" '
+        'stroke-width="1.2"></polyline>{}</svg>',
+        SPARK_W,
+        SPARK_H,
+        SPARK_W,
+        SPARK_H,
+        label,
+        points,
+        ticks,
+    )

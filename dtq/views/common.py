@@ -27,6 +27,7 @@ from dtq.models import (
     PERM_PAUSE,
     PERM_PURGE,
     PERM_REPLAY,
+    PERM_SUBMIT,
     PERM_VIEW,
     TaskQueue,
 )
@@ -39,6 +40,7 @@ PERMS = {
     "discard": PERM_DISCARD,
     "purge": PERM_PURGE,
     "pause": PERM_PAUSE,
+    "submit": PERM_SUBMIT,
 }
 URL_PREFIX = "dtq_taskqueue"
 WS_PATH = "ws/dtq/events/"  # dtq.routing mounts the event socket here, at the site root

@@ -9,6 +9,7 @@ from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
 from dtq.engine import events, records
+from dtq.engine.records import trends
 from dtq.views import charts
 from dtq.views.common import can, dated_event, page_context, queue_param, require
 
@@ -31,11 +32,24 @@ def role_health(role: str) -> dict[str, Any]:
     }
 
 
+def _with_trends(queue: Any) -> dict[str, Any]:
+    """Return a queue row with wait and run p50/p95 from its latency histograms."""
+    row = dict(queue)
+    for kind in ("wait", "run"):
+        hist = queue["latency"][kind]
+        row[f"{kind}_p50"] = trends.quantile(hist, 0.5)
+        row[f"{kind}_p95"] = trends.quantile(hist, 0.95)
+    return row
+
+
 def live_context(after: str | None = None) -> dict[str, Any]:
     """Return what the refreshable part of the dashboard shows (a handful of round trips)."""
     rows = records.throughput(minutes=CHART_MINUTES)
     page = records.overview_page(after=after, limit=QUEUE_PAGE)
-    queues = page["queues"]
+    queues = [_with_trends(q) for q in page["queues"]]
+    per_queue = trends.throughput_per_queue([q["name"] for q in queues], CHART_MINUTES)
+    for q in queues:
+        q["spark"] = charts.sparkline(per_queue[q["name"]])
     return {
         "queues": queues,
         "queues_total": page["total"],

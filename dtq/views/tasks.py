@@ -17,6 +17,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import ids, ops, records, registry
 from dtq.engine.errors import DtqError
 from dtq.engine.firing import schedule_of
+from dtq.engine.records import query
 from dtq.engine.state import TERMINAL_STATES, TaskState
 from dtq.views import timeline
 from dtq.views.common import (
@@ -40,45 +41,55 @@ CANCEL_MESSAGES = {
 
 def _filters(request: HttpRequest, queues: list[str]) -> dict[str, Any]:
     state = request.GET.get("state") or None
+    q = (request.GET.get("q") or "").strip()
     queue = queue_param(request.GET.get("queue"))
-    if queue is None:
+    if queue is None and not q and "queue" not in request.GET:
         queue = queues[0] if queues else str(dtq_settings.DEFAULT_QUEUE)
     return {
-        "queue": queue,
+        "q": q,
+        "queue": queue,  # None: every queue
         "state": state if state in TaskState.__members__ else None,
         "task": (request.GET.get("task") or "").strip() or None,
         "cursor": request.GET.get("cursor") or None,
     }
 
 
-def _page(queue: str, state: str | None, name: str | None, cursor: str | None) -> dict[str, Any]:
-    """Return one page of tasks; a name filter reads what the read budget pays for at most."""
-    page = records.search_tasks([queue], state, PAGE, cursor, name=name)
-    tasks = [dated(t) for t in page["tasks"]]
-    scanned = page["scanned"] if name is not None else None
-    return {"tasks": tasks, "next_cursor": page["next_cursor"], "scanned": scanned}
-
-
-def _search(request: HttpRequest, query: str) -> HttpResponse:
-    if ids.is_valid(query) and records.get_task(query) is not None:
-        return HttpResponseRedirect(admin_url("task", query))
-    messages.warning(request, f"No task with id {query!r} (never created, or past retention).")
-    return HttpResponseRedirect(admin_url("tasks"))
+def _page(filters: dict[str, Any]) -> dict[str, Any]:
+    """Return one page of tasks; record-level filters read what the read budget pays for."""
+    search = query.parse(filters["q"])
+    search.narrow(state=filters["state"], name=filters["task"])
+    queues = [filters["queue"]] if filters["queue"] else None
+    page = query.run(search, PAGE, filters["cursor"], queues=queues)
+    return {
+        "tasks": [dated(t) | records.durations(t) for t in page["tasks"]],
+        "next_cursor": page["next_cursor"],
+        "scanned": page["scanned"] if search.reads_records else None,
+        "partial": page["partial"],
+        "queues_read": page["queues_read"],
+        "queues_total": page["queues_total"],
+    }
 
 
 @require("view")
 def task_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
-    """Render one page of a queue's tasks, newest first, with filters and an id search."""
-    query = (request.GET.get("q") or "").strip()
-    if query:
-        return _search(request, query)
+    """Render one page of tasks matching a search, newest first; a task id opens its page."""
     queues = records.queue_names()
     filters = _filters(request, queues)
+    q = filters["q"]
+    if ids.is_valid(q):
+        if records.get_task(q) is not None:
+            return HttpResponseRedirect(admin_url("task", q))
+        messages.warning(request, f"No task with id {q!r} (never created, or past retention).")
+    page: dict[str, Any] = {"tasks": [], "next_cursor": None, "scanned": None, "partial": False}
     try:
-        page = _page(filters["queue"], filters["state"], filters["task"], filters["cursor"])
+        page = _page(filters)
+    except query.QueryError as exc:  # a search that does not parse: say why, show nothing
+        messages.error(request, f"Search not understood: {exc}")
     except ValueError as exc:  # a hand-edited cursor: 400 with the reason
         raise BadRequest(str(exc)) from None
     keep = {k: v for k, v in filters.items() if v and k != "cursor"}
+    if filters["queue"] is None:
+        keep["queue"] = ""  # every queue, also on the next page
     next_url = None
     if page["next_cursor"]:
         next_url = "?" + urlencode({**keep, "cursor": page["next_cursor"]})
@@ -115,8 +126,9 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
     raw = record.get("payload")
     payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
+    runs = {r["attempt"]: r["run_seconds"] for r in records.durations(record)["attempt_runs"]}
     return {
-        "task": dated(record),
+        "task": dated(record) | records.durations(record),
         "args": pretty(payload.get("args", [])),
         "kwargs": pretty(payload.get("kwargs", {})),
         "result": pretty(record.get("result")),
@@ -125,6 +137,7 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
             | {
                 "started": moment(h.get("started_at") or h.get("at")),
                 "ended": moment(h.get("ended_at")),
+                "run_seconds": runs.get(h.get("attempt")) if h.get("ended_at") else None,
             }
             for h in history
         ],

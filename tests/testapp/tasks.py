@@ -295,3 +295,20 @@ def crash_once(context: dtq.TaskContext) -> int:
     if context.attempt == 1:
         os.kill(os.getpid(), signal.SIGKILL)
     return context.attempt
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+def steps(context: dtq.TaskContext, n: int, pause: float = 0.0) -> int:
+    """Report progress i/n after each of n steps of `pause` seconds."""
+    for i in range(1, n + 1):
+        time.sleep(pause)
+        context.progress(i / n, f"step {i} of {n}")
+    return n
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+async def asteps(context: dtq.TaskContext, n: int) -> int:
+    """Report progress from async code, n times in a row."""
+    for i in range(1, n + 1):
+        await context.aprogress(i / n, f"async step {i}")
+    return n

@@ -16,6 +16,7 @@ from dtq.api.responses import error_responses
 from dtq.engine import ops, records, registry
 from dtq.engine.declared import task_queues
 from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
+from dtq.engine.records.query import QueryError
 from dtq.engine.submit import IDEMPOTENCY_KEY, submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
 
@@ -124,12 +125,17 @@ class TaskCollection(DtqView):
             created_before=data.get("created_before"),
             limit=query.limit_or_default(),
             cursor=data.get("cursor"),
+            q=data.get("q") or "",
         )
         try:
             page = listing.list_tasks(task_query)
+        except QueryError as exc:
+            fields = {"fields": {"q": [str(exc)]}}
+            raise BadRequest(str(exc), code="invalid_query", details=fields) from None
         except ValueError as exc:
             raise BadRequest(str(exc), code="invalid_cursor") from None
-        result = {"results": page["tasks"], "next_cursor": page["next_cursor"]}
+        tasks = [responses.task_summary(t) for t in page["tasks"]]
+        result = {"results": tasks, "next_cursor": page["next_cursor"]}
         return render(responses.TaskPage, result | {k: page[k] for k in ("partial", "scanned")})
 
 

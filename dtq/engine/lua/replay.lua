@@ -3,13 +3,16 @@
 --   they are the same), then one task block per entry: record, result, idempotency record
 --   (under the DLQ's queue).
 -- ARGV after the header: 1 DLQ queue index, 2 target queue index,
---   3 max attempts for entries that lack it, then 1 field per task block: DLQ entry id
+--   3 max attempts for entries that lack it, then 1 field per task block: DLQ entry id,
+--   then optionally 1 field per task block: an edit, '' for none, else JSON {payload (the
+--   encoded payload string), priority, band} written onto the record before its delivery
 -- Reply: one status per entry: 'replayed' (record reused) | 'recreated' (the record had
 --   expired: a fresh one with the same id was built from the entry) | 'gone' (no such entry:
 --   already replayed, discarded or trimmed) | 'stale' (the record no longer matches the
 --   entry; nothing changed)
 -- Taking the entry out of the DLQ happens in the same script as the new delivery, so two
--- replays of one entry create one new run. Attempts restart at 1; the history is kept.
+-- replays of one entry create one new run (and apply an edit once: a resend finds the entry
+-- gone). Attempts restart at 1; the history is kept.
 local src, dst = tonumber(ARGV[ARG0 + 1]), tonumber(ARGV[ARG0 + 2])
 local default_max = ARGV[ARG0 + 3]
 local out = {}
@@ -37,7 +40,7 @@ local function reopen_idempotency(tk, ik, id)
 end
 
 local function reuse(tk, ik, id)
-  redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker',
+  redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker', 'progress',
     'discarded_at')
   redis.call('PERSIST', tk)  -- it had the retention TTL of a terminal record
   redis.call('ZREM', qkey(src, STATE_ORDER.DEAD_LETTERED), id)
@@ -70,6 +73,11 @@ for ti = 1, NT do
       status = 'replayed'
     end
     if status then
+      local edit = ARGV[ARG0 + 3 + NT + ti]
+      if edit and edit ~= '' then
+        local e = cjson.decode(edit)
+        redis.call('HSET', tk, 'payload', e.payload, 'priority', e.priority, 'band', e.band)
+      end
       redis.call('XDEL', qkey(src, Q_DLQ), eid)
       dlq_unindex(id, src, eid)
       redis.call('HSET', tk, 'queue', qname(dst), 'attempt', 0, 'expires_at', 0, 'dlq', '',

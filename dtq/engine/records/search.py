@@ -10,7 +10,7 @@ and records beyond it are left for the next page, and the page then says it is p
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
 from dtq.conf import dtq_settings
@@ -97,19 +97,23 @@ def _candidates(
 
 def search_tasks(
     queues: list[str],
-    state: str | None = None,
+    state: str | Sequence[str] | None = None,
     limit: int = 50,
     cursor: str | None = None,
     *,
     name: str | None = None,
     created_after: float | None = None,
     created_before: float | None = None,
+    entered_after: float | None = None,
+    where: Callable[[dict[str, Any]], bool] | None = None,
 ) -> TaskSearch:
     """Return one page of the queues' tasks, newest first, matching the filters.
 
-    The creation filters (epoch seconds) are read from the task ids and cost nothing; the name
-    filter reads records, at most as many as the budget pays for, so a page can be short, even
-    empty, and still have a next cursor.
+    The creation filters (epoch seconds) are read from the task ids and cost nothing, and
+    entered_after (the task entered its state after it) bounds the index reads; the name
+    filter and `where` (a check of the decoded record, see records.query) read records, at
+    most as many as the budget pays for, so a page can be short, even empty, and still have a
+    next cursor.
     """
     _check_limit(limit)
     if not queues:
@@ -117,7 +121,9 @@ def search_tasks(
     for queue in queues:
         check_queue_name(queue)
     after = parse_cursor(cursor) if cursor else None
-    states = [TaskState(state)] if state else list(STATE_ORDER)
+    if isinstance(state, str):
+        state = [state]
+    states = [TaskState(s) for s in state] if state else list(STATE_ORDER)
     budget = current()
     per_queue = len(states) * (1 if after is None else 2)
     # At most half of what is left goes to the indexes; the records need the rest.
@@ -125,11 +131,13 @@ def search_tasks(
     read = queues[:fit]
     keys = _keys()
     indexes = [keys.index(q, s) for q in read for s in states]
-    filtered = name is not None or created_after is not None or created_before is not None
+    filtered = name is not None or where is not None or created_after is not None
+    filtered = filtered or created_before is not None
     room = budget.left - per_queue * len(read)  # what the records may cost
     depth = 1 + max(min(MAX_PAGE if filtered else limit, room, MAX_CANDIDATES // len(indexes)), 1)
     # Tasks enter a state after they are created: older index entries cannot match.
-    low = "-inf" if created_after is None else str(int(created_after * 1000))
+    lows = [t for t in (created_after, entered_after) if t is not None]
+    low = str(int(max(lows) * 1000)) if lows else "-inf"
     items, horizon = _candidates(indexes, after, depth, low, budget)
 
     def id_ok(item: Item) -> bool:
@@ -138,7 +146,13 @@ def search_tasks(
             return False
         return created_before is None or created < created_before
 
-    found, last, scanned, pos = _examine(items, limit, id_ok, name, budget)
+    def record_ok(record: dict[str, Any]) -> bool:
+        if name is not None and record.get("name") != name:
+            return False
+        return where is None or where(decode_record(record))
+
+    picky = name is not None or where is not None
+    found, last, scanned, pos = _examine(items, limit, id_ok, record_ok, picky, budget)
     if pos < len(items) and last is None:  # not even one record fitted: no page, no progress
         raise ReadBudgetExceeded(budget.limit, budget.spent + 1)
     more = pos < len(items) or horizon is not None
@@ -159,7 +173,8 @@ def _examine(
     items: list[Item],
     limit: int,
     id_ok: Callable[[Item], bool],
-    name: str | None,
+    record_ok: Callable[[dict[str, Any]], bool],
+    picky: bool,
     budget: Budget,
 ) -> tuple[list[dict[str, Any]], Item | None, int, int]:
     """Read records of items in order until `limit` match or the budget ends.
@@ -171,7 +186,7 @@ def _examine(
     scanned = pos = 0
     while pos < len(items) and len(found) < limit and budget.left > 0:
         need = limit - len(found)
-        size = min(budget.left, need if name is None else max(need, SCAN_CHUNK))
+        size = min(budget.left, max(need, SCAN_CHUNK) if picky else need)
         chunk: list[int] = []
         end = pos
         while end < len(items) and len(chunk) < size:
@@ -187,7 +202,7 @@ def _examine(
         for i in range(pos, end):
             pos, last = i + 1, items[i]
             raw = raws.get(i)
-            if raw and (name is None or raw.get("name") == name):
+            if raw and record_ok(raw):
                 found.append(decode_record(raw))  # records that expired meanwhile are skipped
                 if len(found) >= limit:
                     break

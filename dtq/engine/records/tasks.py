@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from dtq.conf import dtq_settings
@@ -21,7 +22,7 @@ MS_FIELDS = (
     "expires_at",
     "lease",
 )
-JSON_FIELDS = ("payload", "retry", "error", "history", "skips")
+JSON_FIELDS = ("payload", "retry", "error", "history", "skips", "progress")
 
 
 def keys_for(task_id: str) -> Keys:
@@ -91,3 +92,29 @@ def get_task(task_id: str) -> dict[str, Any] | None:
     record["has_result"] = result is not None
     record["result"] = codec.loads(result) if result is not None else None
     return record
+
+
+def durations(record: dict[str, Any], now: float | None = None) -> dict[str, Any]:
+    """Return a decoded record's wait and run times in seconds, and each attempt's run time.
+
+    wait: from entering the queue to the start of the latest attempt; run: from that start to
+    its end (so far, while it runs). None where the task has not got that far.
+    """
+    started, finished = record.get("started_at"), record.get("finished_at")
+    queued = record.get("enqueued_at") or record.get("created_at")
+    wait = started - queued if started and queued and started >= queued else None
+    end = finished if finished and started and finished >= started else None
+    if end is None and started and record.get("state") == "RUNNING":
+        end = time.time() if now is None else now
+    raw = record.get("history")
+    history: list[Any] = raw if isinstance(raw, list) else []
+    attempts = []
+    for entry in history:
+        if isinstance(entry, dict) and entry.get("started_at") and entry.get("ended_at"):
+            run = float(entry["ended_at"]) - float(entry["started_at"])
+            attempts.append({"attempt": entry.get("attempt"), "run_seconds": round(run, 3)})
+    return {
+        "wait_seconds": None if wait is None else round(wait, 3),
+        "run_seconds": None if end is None or not started else round(end - started, 3),
+        "attempt_runs": attempts,
+    }

@@ -65,6 +65,8 @@
         span.textContent = event.state;
         state.replaceChildren(span);
       }
+      var progress = row.querySelector('[data-field="progress"]');
+      if (progress && event.progress) { showProgress(progress, event.progress); }
       var attempt = row.querySelector('[data-field="attempt"]');
       if (attempt && event.attempt) {
         attempt.textContent = attempt.textContent.replace(/^\s*\d+/, String(event.attempt));
@@ -73,6 +75,17 @@
       void row.offsetWidth;  // restart the animation
       row.classList.add("dtq-flash");
     });
+  }
+
+  function showProgress(cell, p) {
+    var bar = document.createElement("progress");
+    bar.className = "dtq-progress";
+    bar.max = 1;
+    bar.value = Number(p.fraction) || 0;
+    var label = document.createElement("span");
+    label.className = "dtq-progress-text";
+    label.textContent = Math.round(bar.value * 100) + "%" + (p.message ? " · " + p.message : "");
+    cell.replaceChildren(bar, " ", label);
   }
 
   function addEvent(event) {

@@ -1,0 +1,56 @@
+"""Read side: per-queue trends for the dashboard: throughput per minute and latency quantiles."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from dtq.engine.connection import get_client
+from dtq.engine.records.budget import execute
+from dtq.engine.records.queues import THROUGHPUT_COUNTERS, THROUGHPUT_MINUTES, Histogram, _keys
+
+
+def quantile(hist: Histogram, q: float) -> float | None:
+    """Return the q-quantile (0..1) of a cumulative histogram in seconds, or None when empty.
+
+    Interpolated linearly inside the bucket that holds it, as Prometheus' histogram_quantile
+    does; an observation past the last finite bound reads as that bound.
+    """
+    count = hist["count"] or (hist["buckets"][-1][1] if hist["buckets"] else 0)
+    if not count:
+        return None
+    rank = q * count
+    lower, below = 0.0, 0
+    for bound, total in hist["buckets"]:
+        if total >= rank:
+            if bound == float("inf"):
+                return lower
+            inside = total - below
+            return lower + (bound - lower) * ((rank - below) / inside if inside else 1.0)
+        lower, below = bound, total
+    return lower
+
+
+def throughput_per_queue(queues: list[str], minutes: int = 60) -> dict[str, list[dict[str, int]]]:
+    """Return per-minute counters, oldest minute first, for each of the queues.
+
+    One HGETALL per minute covers every queue (the buckets are shared), so this costs
+    `minutes` commands whatever the number of queues.
+    """
+    minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
+    current = int(time.time() // 60)
+    span = range(current - minutes + 1, current + 1)
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    for minute in span:
+        pipe.hgetall(keys.throughput(minute))
+    wanted = set(queues)
+    rows: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
+    for minute, bucket in zip(span, execute(pipe), strict=True):
+        for queue in queues:
+            rows[queue].append({"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0))
+        for name, value in bucket.items():
+            owner, _, counter = name.rpartition(":")
+            if owner in wanted and counter in THROUGHPUT_COUNTERS:
+                rows[owner][-1][counter] += int(value)
+    return rows

@@ -1,0 +1,123 @@
+"""Admin forms that start work: run a task by hand, edit a dead-lettered task and replay it."""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from django.contrib import messages
+from django.contrib.admin import AdminSite
+from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
+from django.template.response import TemplateResponse
+
+from dtq.engine import records
+from dtq.engine.declared import declared
+from dtq.engine.edit import edit_and_replay
+from dtq.engine.errors import DtqError
+from dtq.engine.manual import catalogue, run_by_hand
+from dtq.views.common import actor, admin_url, page_context, reason_param, require
+
+
+class FormError(ValueError):
+    """Raised when a form field does not hold what it must; the message names the field."""
+
+
+def _json(request: HttpRequest, name: str, kind: type, default: Any) -> Any:
+    text = (request.POST.get(name) or "").strip()
+    if not text:
+        return default
+    try:
+        value = json.loads(text)
+    except ValueError as exc:
+        raise FormError(f"{name} is not valid JSON: {exc}") from None
+    if not isinstance(value, kind):
+        raise FormError(f"{name} must be a JSON {'array' if kind is list else 'object'}")
+    return value
+
+
+def _number(request: HttpRequest, name: str, kind: type) -> Any:
+    text = (request.POST.get(name) or "").strip()
+    if not text:
+        return None
+    try:
+        return kind(text)
+    except ValueError:
+        raise FormError(f"{name} must be a number, got {text!r}") from None
+
+
+def _or(value: Any, default: Any) -> Any:
+    return default if value is None else value
+
+
+@require("submit")
+def run_form(request: HttpRequest, site: AdminSite) -> HttpResponse:
+    """Show the registered tasks with their signatures; on POST, run one (audited)."""
+    form = request.POST if request.method == "POST" else request.GET
+    if request.method == "POST":
+        try:
+            task_id = run_by_hand(
+                request.POST.get("task") or "",
+                actor=actor(request),
+                args=_json(request, "args", list, []),
+                kwargs=_json(request, "kwargs", dict, {}),
+                queue=request.POST.get("queue") or None,
+                priority=_number(request, "priority", int),
+                delay=_number(request, "delay", float) or 0,
+                reason=reason_param(request) or "run from the admin",
+            )
+        except (FormError, DtqError) as exc:
+            messages.error(request, f"Not started: {exc}")
+        else:
+            messages.success(request, f"Task {task_id} submitted.")
+            return HttpResponseRedirect(admin_url("task", task_id))
+    context = page_context(
+        request,
+        site,
+        "Run a task",
+        tab="run",
+        tasks=catalogue(),
+        form=form,
+        queues=sorted(declared()),
+    )
+    return TemplateResponse(request, "dtq/run.html", context)
+
+
+@require("replay")
+def task_edit(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
+    """Show a dead-lettered task's arguments, queue and priority to edit; on POST, replay it."""
+    record = records.get_task(task_id)
+    if record is None or record.get("state") != "DEAD_LETTERED":
+        raise Http404("no dead-lettered task with this id")
+    payload = record["payload"] if isinstance(record.get("payload"), dict) else {}
+    if request.method == "POST":
+        try:
+            status = edit_and_replay(
+                task_id,
+                actor=actor(request),
+                args=_json(request, "args", list, []),
+                kwargs=_json(request, "kwargs", dict, {}),
+                queue=request.POST.get("queue") or record["queue"],
+                priority=_or(_number(request, "priority", int), record.get("priority") or 0),
+                reason=reason_param(request) or "edited and replayed from the admin",
+            )
+        except (FormError, DtqError) as exc:
+            messages.error(request, f"Not replayed: {exc}")
+        else:
+            messages.success(request, f"Edited and replayed ({status}).")
+            return HttpResponseRedirect(admin_url("task", task_id))
+    initial = {
+        "args": request.POST.get("args") or json.dumps(payload.get("args", [])),
+        "kwargs": request.POST.get("kwargs") or json.dumps(payload.get("kwargs", {})),
+        "queue": request.POST.get("queue") or record["queue"],
+        "priority": request.POST.get("priority") or record.get("priority") or 0,
+    }
+    context = page_context(
+        request,
+        site,
+        f"Edit and replay {task_id}",
+        tab="dlq",
+        task=record,
+        initial=initial,
+        queues=sorted(declared()),
+    )
+    return TemplateResponse(request, "dtq/task_edit.html", context)

@@ -1,0 +1,70 @@
+"""Operator power tools in a real browser: search, edit and replay, run by hand, progress."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.browser.conftest import screenshot
+from tests.browser.test_dashboard import expect, open_live, still_same_page
+from tests.conftest import Env
+from tests.ops_support import dead_letter_by_hand
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.slow
+TASKS = "/admin/dtq/taskqueue/tasks/"
+
+
+def test_search_by_an_argument_value(page, dtq_env: Env):
+    tasks.record.enqueue({"user_id": 41})
+    wanted = tasks.record.using(queue_name="other").enqueue({"user_id": 42}).id
+    page.goto(TASKS)
+    page.fill("input[name=q]", "args.0.user_id=42")
+    page.click("#dtq-search button[type=submit]")
+    rows = page.locator("#dtq-tasks tbody tr[data-task]")
+    expect(rows).to_have_count(1)
+    expect(rows.first).to_have_attribute("data-task", wanted)
+    assert "q=args.0.user_id%3D42" in page.url  # the search is the address: shareable
+    page.locator("#dtq-search-help summary").click()
+    screenshot(page, "search")
+
+
+def test_edit_a_dead_lettered_tasks_arguments_and_watch_it_succeed(page, dtq_env: Env):
+    task_id = tasks.record.enqueue("wrong").id
+    dead_letter_by_hand(1)
+    dtq_env.worker()
+    page.goto(f"{TASKS}{task_id}/")
+    page.click("#dtq-edit-link")
+    page.fill("textarea[name=args]", '["fixed"]')
+    page.fill("input[name=reason]", "typo in the argument")
+    screenshot(page, "edit-replay")
+    page.click("#dtq-edit-submit")
+    expect(page.locator(".messagelist")).to_contain_text("Edited and replayed")
+    expect(page.locator('#dtq-task-facts [data-field="state"]')).to_have_text("SUCCEEDED")
+    expect(page.locator("#dtq-result")).to_have_text('"fixed"')
+
+
+def test_start_a_task_from_the_form(page, dtq_env: Env):
+    dtq_env.worker()
+    page.goto("/admin/dtq/taskqueue/run/")
+    page.select_option("#dtq-run-task", tasks.record.name)
+    page.fill("textarea[name=args]", '["by hand"]')
+    page.fill("input[name=priority]", "20")
+    screenshot(page, "run-task")
+    page.click("#dtq-run-submit")
+    expect(page.locator(".messagelist")).to_contain_text("submitted")
+    expect(page.locator('#dtq-task-facts [data-field="state"]')).to_have_text("SUCCEEDED")
+    expect(page.locator("#dtq-result")).to_have_text('"by hand"')
+
+
+def test_watch_a_progress_bar_move_on_a_running_task(page, dtq_env: Env):
+    result = tasks.steps.enqueue(8, 0.6)
+    open_live(page, f"{TASKS}?queue=tests")
+    bar = page.locator(f'#dtq-tasks tr[data-task="{result.id}"] [data-field="progress"] progress')
+    dtq_env.worker()
+    expect(bar).to_have_attribute("value", "0.25")  # live, from the TASK_PROGRESS events
+    expect(bar).to_have_attribute("value", "0.625")
+    screenshot(page, "progress")
+    expect(bar).to_have_attribute("value", "1")
+    assert still_same_page(page)
+    page.goto(f"{TASKS}{result.id}/")
+    expect(page.locator("#dtq-task-facts")).to_contain_text("100% · step 8 of 8")
