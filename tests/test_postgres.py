@@ -1,8 +1,9 @@
 """The audit tests again on PostgreSQL, which most production sites use (a pytest subprocess).
 
-The server comes from DTQ_TEST_POSTGRES (postgresql://user[:password]@host:port/dbname), else
-the local default; `.ci/run` starts one when the machine has none. Without a server the test
-skips, except under CI=true, where it fails.
+The server comes from DTQ_POSTGRES_SERVER (postgresql://user[:password]@host:port/dbname), else
+the local default; `.ci/run` starts one when the machine has none. The subprocess gets it as
+DTQ_TEST_POSTGRES, which switches tests/settings.py: only that run uses PostgreSQL. Without a
+server the test skips, except under CI=true, where it fails.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from pathlib import Path
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
-SERVER = os.environ.get("DTQ_TEST_POSTGRES", "postgresql://postgres@127.0.0.1:5432/postgres")
+SERVER = os.environ.get("DTQ_POSTGRES_SERVER", "postgresql://postgres@127.0.0.1:5432/postgres")
 FILES = ["tests/test_audit.py", "tests/test_cursors.py", "tests/test_api_system.py"]
 
 
@@ -37,7 +38,7 @@ def _problem(url: str) -> str | None:
 def test_the_audit_tests_pass_on_postgresql():
     problem = _problem(SERVER)
     if problem:
-        message = f"no PostgreSQL for the audit tests ({problem}); set DTQ_TEST_POSTGRES"
+        message = f"no PostgreSQL for the audit tests ({problem}); set DTQ_POSTGRES_SERVER"
         if os.environ.get("CI") == "true":
             pytest.fail(message + " (CI must run them: .ci/run starts a server)")
         pytest.skip(message)
