@@ -97,3 +97,15 @@ def test_bad_input_is_refused_clearly(dtq_env):
         bulk_jobs.plan("cancel", query="attempt>=x")
     with pytest.raises(InvalidOperation, match="invalid task id"):
         bulk_jobs.plan("cancel", task_ids=["nope"])
+
+
+def test_the_admin_lists_separate_filters_narrow_the_query(dtq_env):
+    tasks.record.enqueue(1)
+    tasks.record.using(queue_name="other").enqueue(1)
+    plan = bulk_jobs.plan("cancel", query="args.0=1", narrow={"queue": "other", "state": ""})
+    assert plan.count == 1
+    job = run(plan)
+    assert job["query"] == "args.0=1 [queue=other]" and job["done"] == 1
+    assert AuditEntry.objects.get().parameters["filter"] == "args.0=1 [queue=other]"
+    with pytest.raises(InvalidOperation, match="bad query"):
+        bulk_jobs.plan("cancel", narrow={"state": "NOPE"})

@@ -24,7 +24,7 @@ from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BATCH, discard_entries, replay_entries
 from dtq.engine.errors import DtqError, InvalidOperation
-from dtq.engine.keys import Keys
+from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.records import find_dlq_entry, get_task
 from dtq.engine.records import query as search
 from dtq.engine.records.budget import read_budget
@@ -75,21 +75,33 @@ def _check_action(action: str) -> tuple[str, tuple[TaskState, ...]]:
     return ACTIONS[action]
 
 
-def plan(action: str, *, query: str = "", task_ids: list[str] | None = None) -> Plan:
-    """Pick the tasks `action` would touch (ticked ids, else everything matching query)."""
+def plan(
+    action: str,
+    *,
+    query: str = "",
+    task_ids: list[str] | None = None,
+    narrow: dict[str, str] | None = None,
+) -> Plan:
+    """Pick the tasks `action` would touch (ticked ids, else everything matching query).
+
+    `narrow` holds the admin's separate filters of its task list (queue, state, task) that
+    hold besides the query, as on that list.
+    """
     _, states = _check_action(action)
     if task_ids is not None and query:
         raise InvalidOperation("give either ticked task ids or a query, not both")
+    narrow = {k: v for k, v in (narrow or {}).items() if v}
     skipped: dict[str, int] = {}
     if task_ids is not None:
         chosen, more = _from_ids(task_ids, states, skipped), False
     else:
-        chosen, more = _from_query(query, states, skipped)
+        chosen, more = _from_query(query, narrow, states, skipped)
+    described = " ".join([query, *(f"[{k}={v}]" for k, v in sorted(narrow.items()))]).strip()
     job_id = uuid.uuid4().hex
     mapping = {
         "action": action,
         "state": "planned",
-        "query": query,
+        "query": described if task_ids is None else "",
         "ticked": "1" if task_ids is not None else "0",
         "count": len(chosen),
         "done": 0,
@@ -134,12 +146,16 @@ def _from_ids(
 
 
 def _from_query(
-    text: str, states: tuple[TaskState, ...], skipped: dict[str, int]
+    text: str, narrow: dict[str, str], states: tuple[TaskState, ...], skipped: dict[str, int]
 ) -> tuple[list[str], bool]:
     try:
         parsed = search.parse(text)
-    except search.QueryError as exc:
+        queue = check_queue_name(narrow["queue"]) if "queue" in narrow else None
+        if "state" in narrow:
+            TaskState(narrow["state"])  # an unknown state: ValueError
+    except ValueError as exc:  # QueryError is one
         raise InvalidOperation(f"bad query: {exc}") from None
+    parsed.narrow(state=narrow.get("state"), name=narrow.get("task"))
     if not parsed.states:  # read only the indexes the action can act on (and FAILED, to say why)
         extra = [TaskState.FAILED] if TaskState.DEAD_LETTERED in states else []
         parsed.states = [str(s) for s in (*states, *extra)]
@@ -147,7 +163,7 @@ def _from_query(
     cursor: str | None = None
     for _ in range(MAX_PAGES):
         with read_budget():
-            page = search.run(parsed, PAGE, cursor)
+            page = search.run(parsed, PAGE, cursor, queues=[queue] if queue else None)
         for record in page["tasks"]:
             if _eligible(record, states, skipped):
                 chosen.append(record["id"])
@@ -159,13 +175,19 @@ def _from_query(
     return chosen, True
 
 
-def start(job_id: str, *, actor: Actor, reason: str = "") -> None:
-    """Run a planned job in a daemon thread; raise InvalidOperation if it is not planned."""
+def start(job_id: str, *, actor: Actor, reason: str = "", action: str | None = None) -> None:
+    """Run a planned job in a daemon thread; raise InvalidOperation if it is not planned.
+
+    `action`, when given, must be the job's (a surface checked the permission of that one).
+    """
     key = _keys().bulk_job(job_id)
     client: Any = get_client()
-    # HSETNX-like claim: only one start wins, a resent start is refused.
-    if client.hget(key, "state") != "planned" or not client.hsetnx(key, "started", "1"):
-        raise InvalidOperation(f"no planned bulk job {job_id[:40]!r} (expired, or already started)")
+    planned, started = client.hmget(key, "action", "started")
+    if planned is None or (action is not None and planned != action):
+        raise InvalidOperation(f"no planned {action or 'bulk'} job {job_id[:40]!r} (or expired)")
+    # Only one start wins (HSETNX): a resent or concurrent start is refused.
+    if started or not client.hsetnx(key, "started", "1"):
+        raise InvalidOperation(f"bulk job {job_id[:40]!r} was already started")
     client.hset(key, "state", "running")
     thread = threading.Thread(
         target=_run, args=(job_id, actor, reason), name=f"dtq-bulk-{job_id[:8]}", daemon=True
