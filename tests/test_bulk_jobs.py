@@ -7,6 +7,7 @@ import pytest
 import dtq
 from dtq.engine import bulk_jobs
 from dtq.engine.errors import InvalidOperation
+from dtq.engine.records.budget import read_budget
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, dead_letter_by_hand, finalize_by_hand
@@ -109,3 +110,20 @@ def test_the_admin_lists_separate_filters_narrow_the_query(dtq_env):
     assert AuditEntry.objects.get().parameters["filter"] == "args.0=1 [queue=other]"
     with pytest.raises(InvalidOperation, match="bad query"):
         bulk_jobs.plan("cancel", narrow={"state": "NOPE"})
+
+
+def test_a_dry_run_stays_within_the_read_budget_and_says_more(dtq_env, settings):
+    for i in range(300):
+        tasks.record.enqueue(i)
+    settings.DTQ = {**settings.DTQ, "READ_BUDGET": 100}
+    with read_budget() as budget:  # as inside one API request or admin page
+        plan = bulk_jobs.plan("cancel", query="queue:tests")
+    assert plan.more and 0 < plan.count < 300
+    assert budget.spent <= 100
+    done = run(plan)["done"]
+    assert done == plan.count
+    while plan.more:  # the rest: plan again afterwards, until nothing more matches
+        plan = bulk_jobs.plan("cancel", query="queue:tests")
+        done += run(plan)["done"]
+    assert done == 300 and bulk_jobs.plan("cancel", query="queue:tests").count == 0
+    assert AuditEntry.objects.filter(outcome="ok").count() == AuditEntry.objects.count()

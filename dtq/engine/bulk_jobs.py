@@ -23,7 +23,7 @@ from dtq.engine import ids, ops
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BATCH, discard_entries, replay_entries
-from dtq.engine.errors import DtqError, InvalidOperation
+from dtq.engine.errors import DtqError, InvalidOperation, ReadBudgetExceeded
 from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.records import find_dlq_entry, get_task
 from dtq.engine.records import query as search
@@ -33,6 +33,7 @@ from dtq.engine.state import TaskState
 JOB_TTL = 24 * 3600  # seconds a job's state stays readable after its last change
 MAX_PAGES = 200  # search pages a plan reads at most (each within its own read budget)
 PAGE = 500
+MIN_PAGE_COST = 10  # read-budget commands below which another search page is not worth it
 
 # action -> (audit action, the states it acts on)
 ACTIONS: dict[str, tuple[str, tuple[TaskState, ...]]] = {
@@ -161,18 +162,37 @@ def _from_query(
         parsed.states = [str(s) for s in (*states, *extra)]
     chosen: list[str] = []
     cursor: str | None = None
-    for _ in range(MAX_PAGES):
-        with read_budget():
-            page = search.run(parsed, PAGE, cursor, queues=[queue] if queue else None)
-        for record in page["tasks"]:
-            if _eligible(record, states, skipped):
-                chosen.append(record["id"])
-                if len(chosen) == _limit():
-                    return chosen, True
-        cursor = page["next_cursor"]
-        if cursor is None:
-            return chosen, False
+    # The whole dry run reads within one read budget (the request's, when there is one): a
+    # search it cannot finish within that says `more` and is planned again afterwards.
+    with read_budget() as budget:
+        for _ in range(MAX_PAGES):
+            if budget.left < MIN_PAGE_COST:
+                return chosen, True
+            try:
+                page = search.run(parsed, PAGE, cursor, queues=[queue] if queue else None)
+            except ReadBudgetExceeded:
+                return chosen, True
+            if _take(page["tasks"], states, skipped, chosen):
+                return chosen, True
+            cursor = page["next_cursor"]
+            if cursor is None:
+                return chosen, False
     return chosen, True
+
+
+def _take(
+    found: list[dict[str, Any]],
+    states: tuple[TaskState, ...],
+    skipped: dict[str, int],
+    chosen: list[str],
+) -> bool:
+    """Add the eligible tasks of one search page to chosen; True once the limit is reached."""
+    for record in found:
+        if _eligible(record, states, skipped):
+            chosen.append(record["id"])
+            if len(chosen) == _limit():
+                return True
+    return False
 
 
 def start(job_id: str, *, actor: Actor, reason: str = "", action: str | None = None) -> None:
