@@ -127,3 +127,11 @@ def test_a_dry_run_stays_within_the_read_budget_and_says_more(dtq_env, settings)
         done += run(plan)["done"]
     assert done == 300 and bulk_jobs.plan("cancel", query="queue:tests").count == 0
     assert AuditEntry.objects.filter(outcome="ok").count() == AuditEntry.objects.count()
+
+
+def test_only_a_retry_explains_failed_tasks(dtq_env):
+    tasks.record.enqueue()
+    (claimed,) = claim_by_hand()
+    finalize_by_hand(claimed, "fail", use_dlq=False)
+    assert bulk_jobs.plan("discard", query="").skipped == {}  # FAILED is not read for a discard
+    assert bulk_jobs.plan("discard", task_ids=[claimed["id"]]).skipped == {"state FAILED": 1}

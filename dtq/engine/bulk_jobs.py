@@ -70,10 +70,9 @@ def _limit() -> int:
     return int(dtq_settings.BULK_REQUEST_LIMIT)
 
 
-def _check_action(action: str) -> tuple[str, tuple[TaskState, ...]]:
+def _check_action(action: str) -> None:
     if action not in ACTIONS:
         raise InvalidOperation(f"unknown bulk action {action!r}: one of {', '.join(ACTIONS)}")
-    return ACTIONS[action]
 
 
 def plan(
@@ -88,15 +87,15 @@ def plan(
     `narrow` holds the admin's separate filters of its task list (queue, state, task) that
     hold besides the query, as on that list.
     """
-    _, states = _check_action(action)
+    _check_action(action)
     if task_ids is not None and query:
         raise InvalidOperation("give either ticked task ids or a query, not both")
     narrow = {k: v for k, v in (narrow or {}).items() if v}
     skipped: dict[str, int] = {}
     if task_ids is not None:
-        chosen, more = _from_ids(task_ids, states, skipped), False
+        chosen, more = _from_ids(task_ids, action, skipped), False
     else:
-        chosen, more = _from_query(query, narrow, states, skipped)
+        chosen, more = _from_query(query, narrow, action, skipped)
     described = " ".join([query, *(f"[{k}={v}]" for k, v in sorted(narrow.items()))]).strip()
     job_id = uuid.uuid4().hex
     mapping = {
@@ -110,28 +109,25 @@ def plan(
         "ids": json.dumps(chosen),
         "outcome": "",
     }
-    client: Any = get_client()
-    client.hset(_keys().bulk_job(job_id), mapping=mapping)
-    client.expire(_keys().bulk_job(job_id), JOB_TTL)
+    pipe: Any = get_client().pipeline()  # MULTI: the hash never exists without its TTL
+    pipe.hset(_keys().bulk_job(job_id), mapping=mapping)
+    pipe.expire(_keys().bulk_job(job_id), JOB_TTL)
+    pipe.execute()
     return Plan(job_id, action, len(chosen), more, skipped)
 
 
-def _eligible(
-    record: dict[str, Any], states: tuple[TaskState, ...], skipped: dict[str, int]
-) -> bool:
+def _eligible(record: dict[str, Any], action: str, skipped: dict[str, int]) -> bool:
     state = TaskState(record["state"])
-    if state in states:
+    if state in ACTIONS[action][1]:
         return True
     why = f"state {state}"
-    if TaskState.DEAD_LETTERED in states:  # a retry: say why FAILED ones are left out
+    if action == "retry":  # say why FAILED ones are left out
         why = UNSUPPORTED.get(state, why)
     skipped[why] = skipped.get(why, 0) + 1
     return False
 
 
-def _from_ids(
-    task_ids: list[str], states: tuple[TaskState, ...], skipped: dict[str, int]
-) -> list[str]:
+def _from_ids(task_ids: list[str], action: str, skipped: dict[str, int]) -> list[str]:
     if len(task_ids) > _limit():
         raise InvalidOperation(f"at most {_limit()} ticked tasks per action (BULK_REQUEST_LIMIT)")
     chosen: list[str] = []
@@ -141,14 +137,15 @@ def _from_ids(
         record = get_task(task_id)
         if record is None:
             skipped["not found"] = skipped.get("not found", 0) + 1
-        elif _eligible(record, states, skipped):
+        elif _eligible(record, action, skipped):
             chosen.append(task_id)
     return chosen
 
 
 def _from_query(
-    text: str, narrow: dict[str, str], states: tuple[TaskState, ...], skipped: dict[str, int]
+    text: str, narrow: dict[str, str], action: str, skipped: dict[str, int]
 ) -> tuple[list[str], bool]:
+    states = ACTIONS[action][1]
     try:
         parsed = search.parse(text)
         queue = check_queue_name(narrow["queue"]) if "queue" in narrow else None
@@ -158,7 +155,7 @@ def _from_query(
         raise InvalidOperation(f"bad query: {exc}") from None
     parsed.narrow(state=narrow.get("state"), name=narrow.get("task"))
     if not parsed.states:  # read only the indexes the action can act on (and FAILED, to say why)
-        extra = [TaskState.FAILED] if TaskState.DEAD_LETTERED in states else []
+        extra = [TaskState.FAILED] if action == "retry" else []
         parsed.states = [str(s) for s in (*states, *extra)]
     chosen: list[str] = []
     cursor: str | None = None
@@ -172,7 +169,7 @@ def _from_query(
                 page = search.run(parsed, PAGE, cursor, queues=[queue] if queue else None)
             except ReadBudgetExceeded:
                 return chosen, True
-            if _take(page["tasks"], states, skipped, chosen):
+            if _take(page["tasks"], action, skipped, chosen):
                 return chosen, True
             cursor = page["next_cursor"]
             if cursor is None:
@@ -181,14 +178,11 @@ def _from_query(
 
 
 def _take(
-    found: list[dict[str, Any]],
-    states: tuple[TaskState, ...],
-    skipped: dict[str, int],
-    chosen: list[str],
+    found: list[dict[str, Any]], action: str, skipped: dict[str, int], chosen: list[str]
 ) -> bool:
     """Add the eligible tasks of one search page to chosen; True once the limit is reached."""
     for record in found:
-        if _eligible(record, states, skipped):
+        if _eligible(record, action, skipped):
             chosen.append(record["id"])
             if len(chosen) == _limit():
                 return True
