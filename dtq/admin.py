@@ -13,12 +13,16 @@ from django.urls import URLPattern, path
 from dtq.engine import audit_db
 from dtq.engine.audit import audited
 from dtq.models import PERM_VIEW, AuditEntry, PeriodicSchedule, TaskQueue
-from dtq.views import dlq, overview, periodic, queues, run, tasks, workers
+from dtq.views import bulk, dlq, overview, periodic, queues, run, tasks, workers
 from dtq.views.common import url_name
 
 PAGES: list[tuple[str, Any, str]] = [
     ("live/", overview.overview_live, "overview_live"),
     ("tasks/", tasks.task_list, "tasks"),
+    ("bulk/", bulk.bulk_plan, "bulk_plan"),
+    ("bulk/<str:job_id>/", bulk.bulk_job, "bulk_job"),
+    ("bulk/<str:job_id>/start/", bulk.bulk_start, "bulk_start"),
+    ("bulk/<str:job_id>/progress/", bulk.bulk_job_json, "bulk_job_json"),
     ("tasks/<str:task_id>/", tasks.task_detail, "task"),
     ("tasks/<str:task_id>/live/", tasks.task_live, "task_live"),
     ("tasks/<str:task_id>/cancel/", tasks.task_cancel, "task_cancel"),

@@ -56,6 +56,7 @@ def finalize_by_hand(
     queue: str = "tests",
     delay_ms: int = 0,
     history: str | None = None,
+    use_dlq: bool = True,
 ) -> int:
     """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
     scripts = Scripts.of(get_client())
@@ -68,7 +69,7 @@ def finalize_by_hand(
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome, codec.dumps(data)]
     args += [history, delay_ms]
     worker = claimed.get("worker", "ghost")
-    return int(scripts.finalize(keys=k, args=[*argv, "1", worker, *args])[0])
+    return int(scripts.finalize(keys=k, args=[*argv, "1" if use_dlq else "0", worker, *args])[0])
 
 
 def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:

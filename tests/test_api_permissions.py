@@ -38,6 +38,15 @@ ENDPOINTS = [
     ("purge", "POST", "/api/dlq/purge/", {"queue": "tests", "reason": "r"}),
     ("pause", "POST", "/api/queues/tests/pause/", {}),
     ("pause", "POST", "/api/queues/tests/resume/", {}),
+    ("replay", "POST", "/api/bulk/retry/", {"q": ""}),
+    ("replay", "POST", "/api/bulk/retry/start/", {"job": "0" * 32}),
+    ("cancel", "POST", "/api/bulk/cancel/", {"q": ""}),
+    ("cancel", "POST", "/api/bulk/cancel/start/", {"job": "0" * 32}),
+    ("replay", "POST", "/api/bulk/replay/", {"q": ""}),
+    ("replay", "POST", "/api/bulk/replay/start/", {"job": "0" * 32}),
+    ("discard", "POST", "/api/bulk/discard/", {"q": ""}),
+    ("discard", "POST", "/api/bulk/discard/start/", {"job": "0" * 32}),
+    ("view", "GET", "/api/bulk/jobs/nojob/", None),
     ("view", "GET", "/api/schedules/", None),
     ("view", "GET", "/api/schedules/tests/", None),
     ("schedules", "POST", "/api/schedules/", {"name": "n", "task": RECORD, "every_seconds": 60}),
@@ -81,7 +90,8 @@ def test_every_routed_endpoint_is_in_the_matrix(api):  # noqa: F811
             m,
             u.replace(TASK, "{task_id}")
             .replace("/tests/", "/{name}/")
-            .replace("/nobody/", "/{worker_id}/"),
+            .replace("/nobody/", "/{worker_id}/")
+            .replace("/nojob/", "/{job_id}/"),
         )
         for _, m, u, _ in ENDPOINTS
     }

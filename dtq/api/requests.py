@@ -228,3 +228,29 @@ class RunRequest(ReasonRequest):
 
     def validate_kwargs(self, value: dict[str, Any]) -> dict[str, Any]:
         return check_json_value(value)
+
+
+class BulkPlanRequest(serializers.Serializer):
+    """What a bulk action takes: the ticked task ids, or everything matching a search query."""
+
+    q = serializers.CharField(
+        max_length=2000, required=False, allow_blank=True, help_text="the task search language"
+    )
+    task_ids = serializers.ListField(
+        child=serializers.CharField(max_length=40),
+        required=False,
+        max_length=10_000,
+        help_text="ticked rows (at most BULK_REQUEST_LIMIT)",
+    )
+
+    def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
+        if "task_ids" in attrs and attrs.get("q"):
+            raise serializers.ValidationError("give either task_ids or q, not both")
+        return attrs
+
+
+class BulkStartRequest(serializers.Serializer):
+    """Start a planned bulk job (the id its dry run returned)."""
+
+    job = serializers.RegexField(r"^[0-9a-f]{32}$", help_text="the id the dry run returned")
+    reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")

@@ -353,3 +353,22 @@ class WorkerDetail(serializers.Serializer):
     running = RunningTask(many=True)
     history = TaskSummary(many=True)
     partial = serializers.BooleanField(help_text=PARTIAL_HELP)
+
+
+class BulkJob(serializers.Serializer):
+    id = serializers.CharField()
+    action = serializers.CharField()
+    state = serializers.CharField(help_text="planned, running or finished")
+    query = serializers.CharField(help_text="the search query ('' for ticked rows)")
+    count = serializers.IntegerField(help_text="tasks it touches: the dry run's count")
+    done = serializers.IntegerField()
+    skipped = serializers.IntegerField(help_text="changed state since the dry run: left alone")
+    outcome = serializers.CharField(help_text="'ok', 'refused: ...' or 'error: ...' once finished")
+
+
+class BulkPlan(serializers.Serializer):
+    job = BulkJob()
+    more = serializers.BooleanField(help_text="stopped at BULK_REQUEST_LIMIT: run it again after")
+    skipped = serializers.DictField(
+        child=serializers.IntegerField(), help_text="matching tasks left out, by why"
+    )

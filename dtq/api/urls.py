@@ -7,7 +7,18 @@
 from django.urls import path, re_path, register_converter
 
 from dtq.api import errors, schema
-from dtq.api.views import bulk, dlq, edit, periodic, queues, run, system, tasks, workers
+from dtq.api.views import (
+    bulk,
+    bulk_actions,
+    dlq,
+    edit,
+    periodic,
+    queues,
+    run,
+    system,
+    tasks,
+    workers,
+)
 from dtq.engine.ids import ID_PATTERN
 
 
@@ -51,6 +62,12 @@ urlpatterns = [
     path("schedules/<str:name>/resume/", periodic.ScheduleResume.as_view(), name="schedule-resume"),
     path("schedules/<str:name>/run/", periodic.ScheduleRun.as_view(), name="schedule-run"),
     path(f"dlq/{TASK_ID}/edit/", edit.DlqEditReplay.as_view(), name="dlq-edit-replay"),
+    *(
+        path(f"bulk/{action}/{step}", view.as_view(), name=f"bulk-{action}-{name}")
+        for action, (plan, start) in bulk_actions.VIEWS.items()
+        for step, view, name in (("", plan, "plan"), ("start/", start, "start"))
+    ),
+    path("bulk/jobs/<str:job_id>/", bulk_actions.BulkJobDetail.as_view(), name="bulk-job"),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
     path("workers/<str:worker_id>/", workers.WorkerDetailView.as_view(), name="worker-detail"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),

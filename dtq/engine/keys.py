@@ -116,3 +116,6 @@ class Keys:
 
     def periodic_log(self, name: str) -> str:
         return self._k(f"periodic:{name}:log")
+
+    def bulk_job(self, job_id: str) -> str:
+        return self._k(f"bulkjob:{job_id}")

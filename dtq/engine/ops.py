@@ -98,13 +98,14 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
     reason = _reason(reason)
     task_id = _task_id(task_id)
     with audited(actor, "cancel", task_id=task_id, reason=reason) as report:
-        outcome = _cancel(task_id, reason or "cancelled by an operator", report)
+        outcome = cancel_task(task_id, reason or "cancelled by an operator", report)
         report.affected = 1
         report.parameters["outcome"] = outcome
         return outcome
 
 
-def _cancel(task_id: str, reason: str, report: Report) -> str:
+def cancel_task(task_id: str, reason: str, report: Report) -> str:
+    """Cancel one task inside an audited action (its row counts it); return the outcome."""
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):

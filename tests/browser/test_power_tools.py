@@ -68,3 +68,27 @@ def test_watch_a_progress_bar_move_on_a_running_task(page, dtq_env: Env):
     assert still_same_page(page)
     page.goto(f"{TASKS}{result.id}/")
     expect(page.locator("#dtq-task-facts")).to_contain_text("100% · step 8 of 8")
+
+
+def test_bulk_retry_everything_matching_a_filter_and_watch_the_progress_bar(page, dtq_env: Env):
+    for i in range(250):  # three batches of 100
+        tasks.record.enqueue(i)
+    dead_letter_by_hand(250)
+    page.goto(f"{TASKS}?q=state%3ADEAD_LETTERED&queue=tests")
+    page.select_option("#dtq-bulk-action", "retry")
+    page.check("#dtq-bulk-matching")
+    page.click("#dtq-bulk-submit")
+    expect(page.locator("#dtq-bulk-count")).to_contain_text("Retry 250 tasks")
+    screenshot(page, "bulk-confirm")
+    page.fill("input[name=reason]", "the bug is fixed")
+    page.click("#dtq-bulk-confirm")
+    bar = page.locator("#dtq-bulk-progress")
+    expect(bar).to_have_attribute("max", "250")
+    expect(bar).to_have_attribute("value", "250")
+    expect(page.locator("#dtq-bulk-text")).to_have_text(
+        "250 done, 0 skipped of 250 · finished · ok"
+    )
+    expect(page.locator("#dtq-bulk-job")).to_have_attribute("data-state", "finished")
+    screenshot(page, "bulk-progress")
+    page.goto(f"{TASKS}?q=state%3ADEAD_LETTERED&queue=tests")
+    expect(page.locator("#dtq-tasks .dtq-empty")).to_be_visible()
