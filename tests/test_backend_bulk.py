@@ -7,12 +7,10 @@ from typing import Any
 
 import pytest
 from django.db import transaction
-from django.tasks import TaskResultStatus
-from django.tasks.exceptions import InvalidTask, TaskResultDoesNotExist
-from django.tasks.signals import task_enqueued
 
 import dtq
 from dtq.backends import DtqTaskResult, aenqueue_many, enqueue_many
+from dtq.compat import InvalidTask, TaskResultDoesNotExist, TaskResultStatus, task_enqueued
 from dtq.engine.state import TaskState
 from dtq.testing import run_queued
 from tests.testapp import django_tasks as dj

@@ -10,9 +10,9 @@ from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import pytest
-from django.tasks import TaskResultStatus
 
 import dtq
+from dtq.compat import TaskResultStatus
 from dtq.engine import codec, registry
 from dtq.engine.executor import Attempt, Outcome, execute, run_sync_attempt
 from dtq.task import TaskContext

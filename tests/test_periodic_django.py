@@ -6,10 +6,10 @@ from __future__ import annotations
 from datetime import UTC, datetime, timedelta
 
 import pytest
-from django.tasks import default_task_backend
 
 import dtq
 from dtq import schedules
+from dtq.compat import default_task_backend
 from dtq.engine.connection import get_client
 from dtq.engine.errors import InvalidTaskError
 from dtq.engine.firing import Firing

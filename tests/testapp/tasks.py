@@ -8,9 +8,8 @@ import sys
 import time
 from pathlib import Path
 
-from django.tasks import task as django_task
-
 import dtq
+from dtq.compat import task as django_task
 
 
 def witness(task: str, context: dtq.TaskContext | None = None, **extra: object) -> None:
