@@ -26,21 +26,28 @@ START_WITHIN = 0.8
 log = logging.getLogger("dtq.worker")
 
 
+def _optional_float(value: Any) -> float | None:
+    """Decode a number sent as '' when not set."""
+    return float(value) if value not in (None, "") else None
+
+
 @dataclass(slots=True, eq=False)
 class Attempt:
     """One claimed attempt of a task, held by this worker until finalized."""
 
-    id: str
-    entry: str
-    queue_index: int
-    band: int
-    name: str
-    payload: str
-    attempt: int
-    max_attempts: int
-    timeout: float | None
-    retry: str
-    idem: str
+    # The fields claim.lua replies with (metadata "claim": the decoder of the value sent): the
+    # gateway's CLAIMED reply is declared from these, and claim.lua builds it by the same names.
+    id: str = field(metadata={"claim": str})
+    entry: str = field(metadata={"claim": str})
+    queue_index: int = field(metadata={"claim": int})
+    band: int = field(metadata={"claim": int})
+    name: str = field(metadata={"claim": str})
+    payload: str = field(metadata={"claim": str})
+    attempt: int = field(metadata={"claim": int})
+    max_attempts: int = field(metadata={"claim": int})
+    timeout: float | None = field(metadata={"claim": _optional_float})
+    retry: str = field(metadata={"claim": str})
+    idem: str = field(metadata={"claim": str})
     queue: str = ""
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)

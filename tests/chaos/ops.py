@@ -12,7 +12,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import layout
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
-from dtq.engine.scripts import Scripts
+from tests.script_calls import Scripts
 
 
 def cancel(task_id: str, queue: str, idem: str = "", reason: str = "chaos") -> list[Any]:
