@@ -87,6 +87,10 @@ def _task_id(entry: DlqEntry) -> str:
     return entry["task_id"] if ids.is_valid(entry["task_id"]) else "0" * 22
 
 
+# replay.lua's statuses of a replay that happened ('done': by an earlier send of the call).
+REPLAYED = ("replayed", "recreated", "done")
+
+
 def replay_entries(
     queue: str,
     entries: list[DlqEntry],

@@ -16,7 +16,7 @@ from dtq.engine import cursors, gateway, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
+from dtq.engine.dlq import REPLAYED, BulkResult, DlqFilter, bulk, discard_entries, replay_entries
 from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
     DtqError,
@@ -49,7 +49,7 @@ __all__ = [
 ]
 
 CANCEL_ATTEMPTS = 3  # a task replayed into another queue mid-cancel is looked up again
-REPLAY_OK = ("replayed", "recreated")
+REPLAY_OK = REPLAYED
 
 
 def _queue(name: str) -> str:

@@ -50,6 +50,7 @@ COUNTERS = (
     "start_skipped",
     "replayed",
     "discarded",
+    "purged",
 )
 
 # Upper bounds (ms) of the latency histogram buckets in a queue's stats hash (lib.lua observe()).
