@@ -76,3 +76,55 @@ def test_only_the_gateway_builds_script_calls() -> None:
             if needle in text:
                 offenders.append(f"{path.relative_to(ENGINE)}: {needle}")
     assert offenders == []
+
+
+def _attempt(claimed: dict, worker: str) -> Attempt:
+    return Attempt(
+        id=claimed["id"],
+        entry=claimed["entry"],
+        queue_index=1,
+        band=claimed["band"],
+        name="n",
+        payload="{}",
+        attempt=claimed["attempt"],
+        max_attempts=3,
+        timeout=None,
+        retry="{}",
+        idem=claimed["idem"],
+        queue="tests",
+    )
+
+
+def test_finalize_says_what_it_decided_per_outcome(dtq_env) -> None:
+    import asyncio
+
+    from dtq.engine.connection import new_async_client
+    from dtq.engine.direct import AsyncCaller
+    from dtq.engine.executor import Outcome
+    from tests.ops_support import claim_by_hand, keys
+    from tests.testapp import tasks
+
+    tasks.record.enqueue(1)
+    tasks.record.enqueue(2)
+    first, second = claim_by_hand("tests", 2)
+    dtq_env.client.hset(keys().task(first["id"]), "cancel", "1")  # requested while it ran
+    retry = Outcome("retry", '{"class": "E", "message": "m"}', '{"attempt": 1}', 10)
+
+    async def run() -> list[list[gateway.Decided]]:
+        caller = AsyncCaller(new_async_client())
+        batch = [(_attempt(first, "ghost"), retry), (_attempt(second, "ghost"), retry)]
+        try:
+            sent = await gateway.finalize(caller, keys(), batch, True, "ghost")
+            again = await gateway.finalize(caller, keys(), batch, True, "ghost")  # a resend
+            # Another worker's outcome (its own history entry) for the same attempt: stale.
+            theirs = Outcome("retry", retry.data, '{"attempt": 1, "worker": "other"}', 10)
+            stale = await gateway.finalize(caller, keys(), [(batch[1][0], theirs)], True, "other")
+        finally:
+            await caller.aclose()
+        return [sent, again, stale]
+
+    sent, again, stale = asyncio.run(run())
+    # The retry finalize turned into a cancel is reported as CANCELLED (task_finished goes out).
+    assert sent == [gateway.Decided("CANCELLED", False), gateway.Decided("RETRYING", False)]
+    assert again == [gateway.Decided("CANCELLED", True), gateway.Decided("RETRYING", True)]
+    assert stale == [gateway.Decided("", False)]  # fenced out: no signal

@@ -27,7 +27,9 @@ from dtq.engine.executor import (
     Outcome,
     execute,
     failure,
+    has_finished_hook,
     is_plain_sync,
+    report_finished,
     run_sync_attempt,
     start_by,
 )
@@ -89,6 +91,7 @@ class Worker(LivenessMixin, ReadingMixin):
         self._inbox: collections.deque[tuple[Attempt, Outcome]] = collections.deque()
         self._inbox_wakeup = False
         self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._hooks: set[asyncio.Future[None]] = set()  # finished hooks still running
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -135,6 +138,8 @@ class Worker(LivenessMixin, ReadingMixin):
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+            if self._hooks:
+                await asyncio.wait(set(self._hooks), timeout=self.shutdown_timeout)
             await self._deregister()
             await self._fetcher.aclose()
             await self._flusher.aclose()
@@ -421,10 +426,27 @@ class Worker(LivenessMixin, ReadingMixin):
                 "given back" if given_back else "no longer ours, only recorded",
             )
 
+    def _report_finished(
+        self, batch: list[tuple[Attempt, Outcome]], decided: list[gateway.Decided]
+    ) -> None:
+        """Tell finished hooks what finalize.lua decided, on the pool (receivers may use the ORM).
+
+        Not awaited: the flush loop goes on finalizing; main() waits for them before it ends.
+        """
+        loop = asyncio.get_running_loop()
+        for (att, out), decision in zip(batch, decided, strict=True):
+            if has_finished_hook(att):
+                future = loop.run_in_executor(
+                    self._pool, report_finished, att, self.worker_id, out, decision.state
+                )
+                self._hooks.add(future)
+                future.add_done_callback(self._hooks.discard)
+
     async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         decided = await gateway.finalize(
             self._flusher, self.keys, batch, bool(dtq_settings.DLQ_ENABLED), self.worker_id
         )
+        self._report_finished(batch, decided)
         for (att, _), decision in zip(batch, decided, strict=True):
             if not decision.applied:
                 log.warning(
