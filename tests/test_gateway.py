@@ -128,3 +128,11 @@ def test_finalize_says_what_it_decided_per_outcome(dtq_env) -> None:
     assert sent == [gateway.Decided("CANCELLED", False), gateway.Decided("RETRYING", False)]
     assert again == [gateway.Decided("CANCELLED", True), gateway.Decided("RETRYING", True)]
     assert stale == [gateway.Decided("", False)]  # fenced out: no signal
+
+
+def test_every_script_header_says_why_a_resend_is_safe() -> None:
+    for name in (*scripts.NAMES, *scripts.STANDALONE):
+        header = [
+            line for line in (LUA / f"{name}.lua").read_text().splitlines() if line[:2] == "--"
+        ]
+        assert any(line.startswith("-- Resend:") for line in header), name

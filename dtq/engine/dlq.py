@@ -89,6 +89,7 @@ def _task_id(entry: DlqEntry) -> str:
 
 # replay.lua's statuses of a replay that happened ('done': by an earlier send of the call).
 REPLAYED = ("replayed", "recreated", "done")
+DISCARDED = ("discarded", "done")  # discard.lua's statuses of a discard that happened
 
 
 def replay_entries(

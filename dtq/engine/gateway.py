@@ -9,6 +9,7 @@ and built on the Lua side by a generated `reply_<name>(out, row)` of the same fi
 from __future__ import annotations
 
 import dataclasses
+import secrets
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
@@ -313,13 +314,15 @@ class CancelResult(NamedTuple):
 
 def cancel(client: Any, keys: Keys, ref: TaskRef, reason: str) -> CancelResult:
     """Cancel one task of ref.queue (see CancelResult)."""
-    reply = _call(client, "cancel", _build(keys, [ref.queue], [ref], reason))
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    reply = _call(client, "cancel", _build(keys, [ref.queue], [ref], reason, token))
     return CancelResult(str(reply[0]), str(reply[1]) if len(reply) > 1 else "")
 
 
 def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> bool:
     """Pause or resume a queue; False when it already was."""
-    call = _build(keys, [queue], (), "1" if paused else "0", reason)
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    call = _build(keys, [queue], (), "1" if paused else "0", reason, token)
     return bool(_call(client, "pause", call))
 
 

@@ -16,7 +16,15 @@ from dtq.engine import cursors, gateway, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.dlq import REPLAYED, BulkResult, DlqFilter, bulk, discard_entries, replay_entries
+from dtq.engine.dlq import (
+    DISCARDED,
+    REPLAYED,
+    BulkResult,
+    DlqFilter,
+    bulk,
+    discard_entries,
+    replay_entries,
+)
 from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
     DtqError,
@@ -261,7 +269,7 @@ def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
         status = discard_entries(entry["queue"], [entry], reason)[0]
-        if status != "discarded":
+        if status not in DISCARDED:
             raise NotInDeadLetterQueue(task_id, _why(status))
         report.affected = 1
 
@@ -316,7 +324,7 @@ def _discard_all(
 
     result = BulkResult()
     try:
-        return bulk(queue, flt, act, ("discarded",), _tracking(report, progress), result, after)
+        return bulk(queue, flt, act, DISCARDED, _tracking(report, progress), result, after)
     finally:  # also when a later batch failed: the row counts what was really done
         _record_bulk(report, result)
 

@@ -10,6 +10,7 @@
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
 -- claimed already (the same call sent again) is handed back with its attempt unchanged.
+-- Resend: that exception is the resend case: the same reply, nothing counted twice.
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local out = {}

@@ -12,6 +12,7 @@
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
 -- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome
 -- recorded already is this call sent again: 1, and nothing is written.
+-- Resend: answered with resent = 1 and the task's state now; nothing is written twice.
 -- A success appends no history entry: the record's attempt, worker, started_at and
 -- finished_at are that entry (records/tasks.py adds it back), which keeps the record's
 -- values short (Redis then keeps the hash as a listpack instead of converting it to a

@@ -1,6 +1,9 @@
 -- read.lua: read up to `capacity` new entries from the worker's queues in strict priority
 -- order (band 0 of every queue, then band 1, then band 2), skipping paused queues.
 -- XREADGROUP's COUNT is per stream, so reading here is what bounds prefetch to capacity.
+-- Resend: a read whose reply was lost left its entries in this consumer's pending list;
+-- sent again it reads the next new entries. The lost ones are never lost: the reaper settles
+-- entries pending longer than VISIBILITY_TIMEOUT (reconcile.lua), as after a crash.
 -- KEYS: lib layout with one block per queue the worker serves (no task blocks).
 -- ARGV after the header: 1 consumer name, 2 capacity
 -- Reply: {entries, watch}: entries holds the gateway's ENTRY fields per entry (reply_entry:

@@ -12,6 +12,7 @@
 -- Each task is accepted or refused on its own, as if submitted alone in this order.
 -- A task id that already has a record is the same call sent again: 'ok', id, current state,
 -- its created at, and nothing is written for it.
+-- Resend: that is the resend case: the same answer, nothing written twice.
 -- Many tasks: index writes go out once per key (lib.lua); nothing here reads them back.
 BATCH = NT > 1
 local out = {}

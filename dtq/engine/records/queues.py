@@ -125,9 +125,8 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     counts = replies[2 * nb : 2 * nb + ns]
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
     dlq, stats, oldest = replies[2 * nb + ns :]
-    counters = dict.fromkeys(COUNTERS, 0) | {
-        k: int(v) for k, v in stats.items() if not k.startswith("h_")
-    }
+    # Only declared counters: the stats hash also holds histograms (h_*) and pause_token.
+    counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items() if k in COUNTERS}
     return {
         "name": queue,
         "paused": paused,
