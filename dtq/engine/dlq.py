@@ -71,15 +71,8 @@ def _keys() -> Keys:
 
 
 def _refs(queue: str, entries: list[DlqEntry]) -> list[layout.TaskRef]:
-    """Task refs for the entries, with the idempotency key from the record (else the entry)."""
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    for entry in entries:
-        pipe.hget(keys.task(_task_id(entry)), "idem")
-    return [
-        layout.TaskRef(_task_id(entry), queue, idem or entry["idempotency_key"])
-        for entry, idem in zip(entries, pipe.execute(), strict=True)
-    ]
+    """Task refs for the entries: the scripts find each idempotency key (record, else entry)."""
+    return [layout.TaskRef(_task_id(entry), queue) for entry in entries]
 
 
 def _task_id(entry: DlqEntry) -> str:

@@ -165,13 +165,8 @@ class Purge:
                 self._call(chosen)
 
     def _call(self, items: list[tuple[str, str, str, str]]) -> None:
-        pipe = self.client.pipeline(transaction=False)
-        for _, task_id, _, _ in items:
-            pipe.hget(self.keys.task(_safe(task_id)), "idem")
-        refs = [
-            layout.TaskRef(_safe(task_id), self.queue, idem or "")
-            for (_, task_id, _, _), idem in zip(items, pipe.execute(), strict=True)
-        ]
+        # purge.lua finds each task's idempotency key from its record (lib.lua idem_key).
+        refs = [layout.TaskRef(_safe(task_id), self.queue) for _, task_id, _, _ in items]
         self.result.add(gateway.purge(self.client, self.keys, self.queue, refs, self.reason, items))
         self.result.taken += len(items)
         if self.progress is not None:
