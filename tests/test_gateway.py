@@ -65,17 +65,30 @@ def test_every_counter_a_script_counts_is_declared() -> None:
     assert set(protocol.COUNTER_OF_STATE.values()) <= set(protocol.COUNTERS)
 
 
+GATEWAY = {"gateway.py", "direct.py", "layout.py", "scripts.py"}
+DTQ = ENGINE.parent
+# What builds a call's KEYS or ARGV, or sends one: only the gateway's modules may say these.
+CALL_BUILDERS = ("layout.build(", "call_script", "register_script", ".script(", "EVALSHA")
+ARGV_BUILDERS = ("queue_index(", "task_block(", "queue_block(", "shared_keys(", "_task_args")
+
+
 def test_only_the_gateway_builds_script_calls() -> None:
-    allowed = {"gateway.py", "direct.py", "layout.py", "scripts.py"}
     offenders = []
-    for path in ENGINE.rglob("*.py"):
-        if path.name in allowed:
+    for path in DTQ.rglob("*.py"):
+        if path.parent == ENGINE and path.name in GATEWAY:
             continue
-        text = path.read_text()
-        for needle in ("layout.build(", "call_script", "register_script", ".script(", "EVALSHA"):
+        text = re.sub(r"#.*", "", path.read_text())  # a comment may name them
+        for needle in CALL_BUILDERS + ARGV_BUILDERS:
             if needle in text:
-                offenders.append(f"{path.relative_to(ENGINE)}: {needle}")
+                offenders.append(f"{path.relative_to(DTQ)}: {needle}")
     assert offenders == []
+
+
+def test_the_call_grep_would_see_a_module_building_argv() -> None:
+    """The needles above still match how the gateway builds calls (else the grep is stale)."""
+    text = (ENGINE / "gateway.py").read_text()
+    assert "layout.build(" in text and "layout.queue_index(" in text
+    assert "call_script" in text and ".script(" in text
 
 
 def _attempt(claimed: dict, worker: str) -> Attempt:

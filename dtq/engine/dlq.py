@@ -98,17 +98,15 @@ def replay_entries(
     usable = [e for e in entries if ids.is_valid(e["task_id"])]
     replies: list[str] = []
     if usable:
-        queues = [queue]
-        target = layout.queue_index(queues, to_queue or queue)
         kept = None
         if edits is not None:
             kept = [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
         replies = gateway.replay(
             get_client(),
             _keys(),
-            queues,
+            queue,
+            to_queue or queue,
             _refs(queue, usable),
-            target,
             int(dtq_settings.DEFAULT_MAX_ATTEMPTS),
             [e["entry_id"] for e in usable],
             kept,

@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from dtq.engine import layout
+from dtq.engine import codec, layout
 from dtq.engine.direct import AsyncCaller, call_script, call_script_many
 from dtq.engine.executor import Attempt, Outcome
 from dtq.engine.keys import Keys
@@ -130,10 +130,47 @@ def _build(keys: Keys, queues: Sequence[str], refs: Iterable[TaskRef], *args: An
 # ----- submit ------------------------------------------------------------------------------
 
 
-def submit_call(
-    keys: Keys, queues: Sequence[str], refs: Sequence[TaskRef], args: list[Any]
-) -> Call:
-    """Return the submit.lua call for these tasks (args: submit.py's fields per task)."""
+class NewTask(NamedTuple):
+    """One validated task for submit.lua: what its record starts with (payload encoded)."""
+
+    id: str
+    queue: str
+    name: str
+    priority: int
+    band: int
+    max_attempts: int
+    payload: str  # JSON
+    delay_ms: int  # 0 = now
+    expires_at: int  # ms, 0 = never
+    timeout: float | None
+    retry: dict[str, float]
+    idempotency_key: str | None
+    fingerprint: str  # of name and payload; '' without an idempotency key
+    max_depth: int  # the queue's depth limit, 0 = none
+
+
+def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
+    """Return the submit.lua call for these tasks (one shard's, in reply order)."""
+    queues: list[str] = []
+    refs, args = [], []
+    for task in tasks:
+        refs.append(TaskRef(task.id, task.queue, task.idempotency_key or ""))
+        args += [
+            layout.queue_index(queues, task.queue),
+            task.id,
+            task.name,
+            task.priority,
+            task.band,
+            task.max_attempts,
+            task.payload,
+            task.delay_ms,
+            task.expires_at,
+            "" if task.timeout is None else task.timeout,
+            codec.dumps(task.retry),
+            task.idempotency_key or "",
+            task.fingerprint,
+            task.max_depth,
+        ]
     return _build(keys, queues, refs, *args)
 
 
@@ -329,14 +366,16 @@ def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> boo
 def replay(
     client: Any,
     keys: Keys,
-    queues: list[str],
+    queue: str,
+    to_queue: str,
     refs: Sequence[TaskRef],
-    target: int,
     max_attempts: int,
     entry_ids: Sequence[str],
     edits: Sequence[str] | None,
 ) -> list[str]:
-    """Replay DLQ entries of queues[0] onto queue block `target`; one status per entry."""
+    """Replay DLQ entries of queue onto to_queue (may be the same); one status per entry."""
+    queues = [queue]
+    target = layout.queue_index(queues, to_queue)
     args: list[Any] = [1, target, max_attempts, *entry_ids, *(edits or ())]
     return [str(v) for v in _call(client, "replay", _build(keys, queues, refs, *args))]
 
