@@ -71,8 +71,12 @@ def _keys() -> Keys:
 
 
 def _refs(queue: str, entries: list[DlqEntry]) -> list[layout.TaskRef]:
-    """Task refs for the entries: the scripts find each idempotency key (record, else entry)."""
-    return [layout.TaskRef(_task_id(entry), queue) for entry in entries]
+    """Task refs for the entries; each entry carries its task's idempotency key.
+
+    The record's key equals the entry's while the entry exists (only a replay, which removes
+    the entry, changes it), and the scripts check the key still names the task.
+    """
+    return [layout.TaskRef(_task_id(entry), queue, entry["idempotency_key"]) for entry in entries]
 
 
 def _task_id(entry: DlqEntry) -> str:

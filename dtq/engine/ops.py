@@ -116,13 +116,13 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
-        # The queue names the 14 keys of its block, declared in the call (Redis Cluster):
-        # read it first. cancel.lua finds the idempotency key itself (lib.lua idem_key).
-        queue = client.hget(keys.task(task_id), "queue")
+        # The call must declare the task's keys (REDIS-NOTES: Cluster), so read which they
+        # are; the loop only repeats when a replay moved the task between read and call.
+        queue, idem = client.hmget(keys.task(task_id), "queue", "idem")
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
-        ref = layout.TaskRef(task_id, queue)
+        ref = layout.TaskRef(task_id, queue, idem or "")
         kind, detail = gateway.cancel(client, keys, ref, reason)
         if kind == "finished":
             raise TaskAlreadyFinished(task_id, detail)

@@ -105,16 +105,18 @@ class Periodic:
         return list(self.client.zrangebyscore(zset, "-inf", now_ms, start=0, num=batch))
 
     def task_refs(self, task_ids: list[str]) -> list[layout.TaskRef]:
-        """Look up each task's queue in one round trip (the scripts find idempotency keys).
+        """Look up each task's queue and idempotency key in one round trip.
 
-        The queue names the keys of its block, which the call must declare (Redis Cluster).
+        Due and expired tasks are known by id only, and a call must declare every key it
+        touches (its queue block, its idempotency key): the one pre-read that stays.
+
         A task whose record is gone gets the default queue: scripts only need some block to
         drop it.
         """
         pipe = self.client.pipeline(transaction=False)
         for task_id in task_ids:
-            pipe.hget(self.keys.task(task_id), "queue")
+            pipe.hmget(self.keys.task(task_id), "queue", "idem")
         return [
-            layout.TaskRef(task_id, queue or dtq_settings.DEFAULT_QUEUE)
-            for task_id, queue in zip(task_ids, pipe.execute(), strict=True)
+            layout.TaskRef(task_id, queue or dtq_settings.DEFAULT_QUEUE, idem or "")
+            for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True)
         ]

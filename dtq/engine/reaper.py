@@ -157,7 +157,7 @@ class Reaper(Periodic):
         refs, settling = [], []
         for entry_id, fields in entries:
             task_id = (fields or {}).get("t") or "gone"
-            # An entry without 'i': reconcile.lua finds the key from the record, if any.
+            # The entry names the task's idempotency key ('i'; none: the task has no key).
             refs.append(layout.TaskRef(task_id, queue, (fields or {}).get("i") or ""))
             settling.append((band, entry_id))
         redelivered, reclaimed, absorbed, _ = gateway.reconcile(

@@ -20,20 +20,17 @@ for ti = 1, NT do
   if #e == 0 then
     table.insert(out, redis.call('HGET', tk, 'discarded_entry') == eid and 'done' or 'gone')
   else
-    local f = {}
-    for i = 1, #e[1][2], 2 do f[e[1][2][i]] = e[1][2][i + 1] end
-    local id = f.t or ''
+    local id = ''
+    for i = 1, #e[1][2], 2 do if e[1][2][i] == 't' then id = e[1][2][i + 1] end end
     redis.call('XDEL', qkey(1, Q_DLQ), eid)
     dlq_unindex(id, 1, eid)
-    local r = redis.call('HMGET', tk, 'id', 'dlq', 'state', 'attempt', 'idem')
+    local r = redis.call('HMGET', tk, 'id', 'dlq', 'state', 'attempt')
     if r[1] and r[2] == eid then
       redis.call('HSET', tk, 'dlq', '', 'discarded_at', NOW, 'discarded_entry', eid)
     end
     -- Release the key only while it still names this task (it may have been reused).
-    -- The record's key, else the entry's (the record expired, or its key was released).
-    local key = idem_key(tk, ik, qname(1), (r[5] and r[5] ~= '') and r[5] or f.idem)
-    if key and redis.call('HGET', key, 'task') == id and (not r[1] or r[2] == eid) then
-      redis.call('DEL', key)
+    if ik ~= tk and redis.call('HGET', ik, 'task') == id and (not r[1] or r[2] == eid) then
+      redis.call('DEL', ik)
     end
     count(1, 'discarded')
     emit('TASK_DISCARDED', id, 1, r[3] or 'GONE', r[4], {entry = eid, reason = reason})

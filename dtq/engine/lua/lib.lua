@@ -12,7 +12,6 @@
 --                         dlq (stream), stream band 0, band 1, band 2
 --   then one block of TB keys per task (ARGV[2] blocks):
 --                         task record (hash), result (string), idempotency record (hash)
---                         (the record again when the caller did not know the key: see idem_key)
 -- and the same ARGV header:
 --   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
 --   ARGV[4] retention of terminal records (s)  ARGV[5] result ttl (s)
@@ -243,32 +242,15 @@ local function deliver(tk, id, qi, band, next_attempt)
   return eid
 end
 
--- The task's idempotency record: ik when the caller declared it (layout.task_block names
--- the key when it knows it), else named here from the task's queue and key under the
--- record's own prefix and {shard} tag, so in the hash slot of every declared key of the call
--- (docs/architecture.md, "Keys a script names"). A caller that did not know the key passes
--- the record itself as ik. nil when the task has no key.
-local function idem_key(tk, ik, queue, idem)
-  if ik ~= tk then return ik end
-  if not idem or idem == '' or not queue or queue == '' then return nil end
-  return string.match(tk, '^(.*:)t:[^:]*$') .. 'idem:' .. queue .. ':' .. idem
-end
-
 -- Refresh the idempotency record when its task reaches a terminal state. idem is the
 -- record's idem field when the caller read it already (nil: read it here).
+-- A caller that did not know the key passes the record itself as ik (layout.task_block):
+-- never write the outcome into the task record then.
 local function settle_idempotency(tk, ik, outcome, idem)
-  local queue
-  if ik == tk then
-    local r = redis.call('HMGET', tk, 'idem', 'queue')
-    idem, queue = r[1], r[2]
-  elseif idem == nil then
-    idem = redis.call('HGET', tk, 'idem')
-  end
-  if not idem or idem == '' then return end
-  local key = idem_key(tk, ik, queue, idem)
-  if key then
-    redis.call('HSET', key, 'state', outcome)
-    redis.call('EXPIRE', key, IDEM_TTL)
+  if idem == nil then idem = redis.call('HGET', tk, 'idem') end
+  if idem and idem ~= '' and ik ~= tk then
+    redis.call('HSET', ik, 'state', outcome)
+    redis.call('EXPIRE', ik, IDEM_TTL)
   end
 end
 

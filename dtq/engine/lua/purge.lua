@@ -26,9 +26,9 @@ local function purge_task(tk, ik, id, r)
   move(tk, id, 1, state, 'CANCELLED')
   count(1, 'purged')
   emit('TASK_CANCELLED', id, 1, 'CANCELLED', r[6], {reason = 'purged'})
-  local key = idem_key(tk, ik, r[3], redis.call('HGET', tk, 'idem'))
-  if key and redis.call('HGET', key, 'task') == id then
-    redis.call('DEL', key)
+  local key = redis.call('HGET', tk, 'idem')
+  if key and key ~= '' and ik ~= tk and redis.call('HGET', ik, 'task') == id then
+    redis.call('DEL', ik)
     released = released + 1
   end
   if state == 'QUEUED' then queued = queued + 1 else scheduled = scheduled + 1 end

@@ -30,8 +30,8 @@ end
 -- The idempotency record follows the task when it stays in its queue; a task replayed into
 -- another queue is no longer that queue's task for the key, so the key is released.
 local function reopen_idempotency(tk, ik, id)
-  ik = idem_key(tk, ik, qname(src), redis.call('HGET', tk, 'idem'))
-  if not ik or redis.call('HGET', ik, 'task') ~= id then return end
+  local key = redis.call('HGET', tk, 'idem')
+  if not key or key == '' or ik == tk or redis.call('HGET', ik, 'task') ~= id then return end
   if src == dst then
     redis.call('HSET', ik, 'state', 'processing')
     redis.call('EXPIRE', ik, IDEM_TTL)
