@@ -72,6 +72,24 @@ CALL_BUILDERS = ("layout.build(", "call_script", "register_script", ".script(", 
 ARGV_BUILDERS = ("queue_index(", "task_block(", "queue_block(", "shared_keys(", "_task_args")
 
 
+def test_every_counter_a_surface_shows_is_one_the_scripts_keep() -> None:
+    from dtq.api.metrics import COUNTERS as METRICS
+    from dtq.management.commands.dtq_status import SHOWN_COUNTERS
+
+    assert set(METRICS) <= set(protocol.COUNTERS)
+    assert set(SHOWN_COUNTERS) <= set(protocol.COUNTERS)
+
+
+def test_every_event_kind_a_script_emits_is_documented() -> None:
+    emitted = set()
+    for path in LUA.iterdir():
+        emitted |= set(re.findall(r"\bemit\('(TASK_\w+)'", path.read_text()))
+    assert len(emitted) > 10, "the emit() pattern is stale"
+    lifecycle = (DTQ.parent / "docs" / "task-lifecycle.md").read_text()
+    documented = set(re.findall(r"`(TASK_[A-Z_]+)`", lifecycle))
+    assert emitted == documented
+
+
 def test_only_the_gateway_builds_script_calls() -> None:
     offenders = []
     for path in DTQ.rglob("*.py"):

@@ -11,12 +11,13 @@ from rest_framework import serializers
 from dtq.api.fields import QueueNameField, TaskIdField, check_json_value
 from dtq.conf import dtq_settings
 from dtq.engine import registry
+from dtq.engine.actions import AuditAction
 from dtq.engine.records import MAX_PAGE
 from dtq.engine.state import TaskState
 
 MAX_SECONDS = 10 * 366 * 86400  # timeouts and TTLs beyond ten years are surely mistakes
 MAX_BULK_TASKS = 500  # submissions per bulk request: bounds its time and its reply
-AUDIT_ACTIONS = ("cancel", "pause", "resume", "replay", "discard", "dlq_purge", "purge")
+AUDIT_ACTIONS = tuple(AuditAction)  # the audit log filter offers every recorded action
 
 
 class SubmitRequest(serializers.Serializer):

@@ -15,6 +15,7 @@ from typing import Any
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit_db import audit_alias
 from dtq.engine.errors import AuditUnavailable, DtqError, InvalidOperation
 
@@ -100,7 +101,7 @@ class Report:
 @contextmanager
 def audited(
     actor: Actor,
-    action: str,
+    action: AuditAction,
     *,
     queue: str = "",
     task_id: str = "",
@@ -116,6 +117,7 @@ def audited(
     """
     from dtq.models import AuditEntry
 
+    action = AuditAction(action)  # a name outside the one list is a bug: fail before any row
     report = Report(queue=queue, task_id=task_id, parameters=dict(parameters or {}))
     _check_text(reason, report.parameters)
     with audit_alias() as alias:

@@ -12,6 +12,7 @@ from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, records, registry
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
 from dtq.engine.dlq import REPLAYED, replay_entries
@@ -76,7 +77,7 @@ def edit_and_replay(
     if not ids.is_valid(task_id):
         raise NotInDeadLetterQueue(task_id)
     changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
-    with audited(actor, "replay", task_id=task_id, reason=reason) as report:
+    with audited(actor, AuditAction.REPLAY, task_id=task_id, reason=reason) as report:
         entry = records.find_dlq_entry(task_id)
         if entry is None:
             raise NotInDeadLetterQueue(task_id)
