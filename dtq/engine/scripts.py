@@ -22,6 +22,7 @@ NAMES = (
     "forget_queue",
     "pause",
     "replay",
+    "retry_failed",
     "discard",
     "purge",
     "dlq_trim",
