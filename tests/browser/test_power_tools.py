@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from dtq.engine import records
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard import expect, open_live, still_same_page
 from tests.conftest import Env, wait_for
@@ -111,6 +112,21 @@ def test_watch_a_progress_bar_move_on_a_running_task(page, dtq_env: Env):
     assert still_same_page(page)
     page.goto(f"{TASKS}{result.id}/")
     expect(page.locator("#dtq-task-facts")).to_contain_text("100% · step 8 of 8")
+
+
+def test_a_workers_page_shows_what_it_runs_now_and_what_it_ran(page, dtq_env: Env):
+    done = tasks.record.enqueue("first").id
+    dtq_env.worker()
+    wait_for(lambda: records.get_task(done)["state"] == "SUCCEEDED", timeout=60)
+    running = tasks.steps.enqueue(20, 0.5).id
+    wait_for(lambda: (records.get_task(running)["progress"] or {}).get("fraction", 0) >= 0.1)
+    page.goto("/admin/dtq/taskqueue/workers/")
+    page.locator("#dtq-worker-list tbody tr[data-worker] a").first.click()
+    row = page.locator(f'#dtq-worker-running tr[data-task="{running}"]')
+    expect(row.locator("progress")).to_be_visible()
+    expect(row).to_contain_text("tests.testapp.tasks.steps")
+    expect(page.locator(f'#dtq-worker-history tr[data-task="{done}"]')).to_contain_text("SUCCEEDED")
+    screenshot(page, "worker")
 
 
 def test_bulk_retry_everything_matching_a_filter_and_watch_the_progress_bar(page, dtq_env: Env):
