@@ -21,6 +21,7 @@ from dtq.engine.keys import band_of, check_queue_name
 
 _UNSET: Any = object()
 REPLAY_OK = ("replayed", "recreated")
+_CHANGED = "task {} changed while being retried (retried meanwhile?): not retried"
 
 
 def check_arguments(task: Any, args: Any, kwargs: Any) -> None:
@@ -118,8 +119,10 @@ def edit_and_retry(
         record = records.get_task(task_id)
         if record is None:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
-        if not found or record["state"] != "FAILED":
+        if record["state"] != "FAILED":
             raise NotRetryable(task_id, str(record["state"]))
+        if not found:
+            raise NotRetryable(task_id, "FAILED", _CHANGED.format(task_id))
         report.queue = record["queue"]
         before, after = _edit(record, changes)
         report.parameters["edit"] = {"before": before, "after": after}
@@ -127,15 +130,14 @@ def edit_and_retry(
         to_queue = after["queue"] if after["queue"] != record["queue"] else None
         status = failed.retry(found[0].queue, found, to_queue, [edit])[0]
         if status not in failed.RETRY_OK:
-            why = f"task {task_id} changed while being retried (retried meanwhile?): not retried"
-            raise NotRetryable(task_id, "FAILED", why)
+            raise NotRetryable(task_id, "FAILED", _CHANGED.format(task_id))
         report.affected = 1
         report.parameters["outcome"] = status
         return status
 
 
 def _checked(name: str, after: dict[str, Any]) -> str:
-    """Validate the edited fields; return replay.lua's edit JSON."""
+    """Validate the edited fields; return the edit JSON of replay.lua and retry_failed.lua."""
     task = registry.get(name)
     if task is None:
         raise InvalidTaskError(f"no task named {name!r} is registered here: nothing to check")
