@@ -8,13 +8,11 @@ the call, is the script's fence: a resent call is answered without a second run.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, layout
+from dtq.engine import gateway, ids, layout
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
-from dtq.engine.scripts import Scripts
 
 RETRY_OK = ("retried",)
 
@@ -58,8 +56,6 @@ def retry(
     queues = [queue]
     target = layout.queue_index(queues, to_queue or queue)
     refs = [layout.TaskRef(t.id, queue, t.idem) for t in tasks]
-    keys, argv = layout.build(_keys(), queues, refs)
-    args: list[Any] = [1, target]
-    for task, edit in zip(tasks, edits or [""] * len(tasks), strict=True):
-        args += [task.finished_at, edit]
-    return list(Scripts.of(get_client()).retry_failed(keys=keys, args=[*argv, *args]))
+    fences = [t.finished_at for t in tasks]
+    edits = edits if edits is not None else [""] * len(tasks)
+    return gateway.retry_failed(get_client(), _keys(), queues, refs, target, fences, edits)

@@ -9,10 +9,10 @@
 --   priority, band} written onto the record before its delivery
 -- Reply: one status per task: 'retried' | 'missing' (no record: retention removed it) |
 --   'stale' (no longer FAILED at that finished_at in the source queue: nothing changed)
--- Safe to receive twice: a retry writes its fence into the record's retry_of field, so the
--- same call sent again (a resend after a lost reply) finds it there and answers 'retried'
--- without a second delivery or a second edit, even when the new run has already failed again
--- (that failure has a later finished_at, which only a new call names).
+-- Resend: a retry writes its fence into the record's retry_of field, so the same call sent
+-- again (after a lost reply) finds it there and answers 'retried' without a second delivery
+-- or a second edit, even when the new run has already failed again (that failure has a later
+-- finished_at, which only a new call names).
 local src, dst = tonumber(ARGV[ARG0 + 1]), tonumber(ARGV[ARG0 + 2])
 local out = {}
 
