@@ -380,6 +380,26 @@ def replay(
     return [str(v) for v in _call(client, "replay", _build(keys, queues, refs, *args))]
 
 
+def retry_failed(
+    client: Any,
+    keys: Keys,
+    queue: str,
+    to_queue: str,
+    refs: Sequence[TaskRef],
+    fences: Sequence[str],
+    edits: Sequence[str],
+) -> list[str]:
+    """Retry FAILED tasks of queue onto to_queue (may be the same); one status per task.
+
+    fences: each record's finished_at as read (the failure retried); edits: '' for none.
+    """
+    queues = [queue]
+    args: list[Any] = [1, layout.queue_index(queues, to_queue)]
+    for fence, edit in zip(fences, edits, strict=True):
+        args += [fence, edit]
+    return [str(v) for v in _call(client, "retry_failed", _build(keys, queues, refs, *args))]
+
+
 def discard(
     client: Any,
     keys: Keys,
