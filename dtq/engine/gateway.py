@@ -501,5 +501,6 @@ def periodic_commit(
 
 def periodic_resume(client: Any, keys: Keys, name: str, log_length: int, reason: str) -> bool:
     """Resume a paused schedule from now on; False if it was not paused."""
-    call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason])
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason, token])
     return bool(_call(client, "periodic_resume", call))
