@@ -102,6 +102,19 @@ def test_only_the_gateway_builds_script_calls() -> None:
     assert offenders == []
 
 
+def test_outside_the_gateway_layout_gives_only_its_value_types() -> None:
+    allowed = {"TaskRef", "STATE_ORDER", "py"}  # "py": a mention of layout.py
+    used = set()
+    for path in DTQ.rglob("*.py"):
+        if path.parent == ENGINE and path.name in GATEWAY:
+            continue
+        text = re.sub(r"#.*", "", path.read_text())
+        used |= set(re.findall(r"\blayout\.(\w+)", text))
+        for names in re.findall(r"from dtq\.engine\.layout import ([\w, ]+)", text):
+            used |= {n.strip() for n in names.split(",")}
+    assert used <= allowed, used - allowed
+
+
 def test_the_call_grep_would_see_a_module_building_argv() -> None:
     """The needles above still match how the gateway builds calls (else the grep is stale)."""
     text = (ENGINE / "gateway.py").read_text()
