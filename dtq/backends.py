@@ -46,6 +46,7 @@ from dtq.djtasks import (
 from dtq.engine import ids, records, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME, check_queue_name
+from dtq.engine.limits import TaskLimits
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
     IDEMPOTENCY_KEY,
@@ -114,7 +115,27 @@ def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -
         },
         idempotency_key=option("idempotency_key", None),
         task_id=task_id,
+        limits=_limits_field(task, args, kwargs),
     )
+
+
+def _task_limits(task: Task) -> TaskLimits | None:
+    """Return a django task's flow-control limits (None: it has none)."""
+    return TaskLimits.declared(
+        task.module_path,
+        rate_limit=getattr(task, "rate_limit", None),
+        rate_burst=getattr(task, "rate_burst", None),
+        max_concurrency=getattr(task, "max_concurrency", None),
+        concurrency_key=getattr(task, "concurrency_key", None),
+    )
+
+
+def _limits_field(task: Task, args: Any, kwargs: Any) -> str:
+    limits = _task_limits(task)
+    if limits is None:
+        return ""
+    call_args = (None, *args) if task.takes_context else tuple(args)
+    return limits.encoded(task.func, call_args, dict(kwargs))
 
 
 # ----- validation and options ---------------------------------------------------------------
@@ -146,6 +167,10 @@ def _check_options(task: Task) -> None:
         raise InvalidTask(f"invalid idempotency_key {key!r}")
     if task.database is not None and task.database not in settings.DATABASES:
         raise InvalidTask(f"database {task.database!r} is not in settings.DATABASES")
+    try:
+        _task_limits(task)
+    except InvalidTaskError as exc:
+        raise InvalidTask(str(exc)) from None
 
 
 def _option_errors(backend: BaseTaskBackend) -> list[Error]:

@@ -65,7 +65,9 @@ USING_OPTIONS = frozenset(
     }
 )
 
-DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}  # what @task(...) takes beyond django's own
+LIMIT_OPTIONS = frozenset({"rate_limit", "rate_burst", "max_concurrency", "concurrency_key"})
+# what @task(...) takes beyond django's own
+DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"} | LIMIT_OPTIONS
 
 
 # ----- tasks, results, context --------------------------------------------------------------
@@ -84,6 +86,11 @@ class DtqTask(Task):
     ttl: float | None = None
     idempotency_key: str | None = None
     database: str | None = None  # alias whose commit enqueue_on_commit waits for
+    # Flow control (docs/flow-control.md), checked by the backend's validate_task.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DtqTask:
         # @task(**options) (Django 6.1, the 5.2 backport) passes every option here: name the

@@ -23,6 +23,7 @@ from dtq.engine.errors import (
     UnknownQueue,
 )
 from dtq.engine.keys import check_queue_name
+from dtq.engine.limits import TaskLimits
 from dtq.engine.progress import Reporter, check
 from dtq.engine.submit import Accepted, Submission, asubmit, asubmit_many, submit, submit_many
 from dtq.result import TaskResult
@@ -93,6 +94,11 @@ class Task:
     # only its own through the API), and the highest priority an API submitter may ask for.
     queues: tuple[str, ...] | None = None
     max_priority: int | None = None
+    # Flow control (docs/flow-control.md): enforced fleet-wide by the claim.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
 
     def __post_init__(self) -> None:
         for queue in (self.queue_name, *(self.queues or ())):
@@ -119,6 +125,18 @@ class Task:
             raise InvalidTaskError(f"retry_jitter must be in 0..1, got {self.retry_jitter}")
         if self.takes_context and not _accepts_positional(self.func):
             raise InvalidTaskError(f"{self.name}: takes_context=True needs a first parameter")
+        self.limits  # noqa: B018  # checks the flow-control options now, at definition time
+
+    @property
+    def limits(self) -> TaskLimits | None:
+        """Return the task's flow-control limits (None: it has none)."""
+        return TaskLimits.declared(
+            self.name,
+            rate_limit=self.rate_limit,
+            rate_burst=self.rate_burst,
+            max_concurrency=self.max_concurrency,
+            concurrency_key=self.concurrency_key,
+        )
 
     @property
     def is_async(self) -> bool:
@@ -159,7 +177,16 @@ class Task:
                 "jitter": self.retry_jitter if self.retry_jitter is not None else s.RETRY_JITTER,
             },
             idempotency_key=self.idempotency_key,
+            limits=self._limits_field(args, kwargs),
         )
+
+    def _limits_field(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        limits = self.limits
+        if limits is None:
+            return ""
+        # The handler's signature names the key argument; a context parameter comes first.
+        call_args = (None, *args) if self.takes_context else args
+        return limits.encoded(self.func, call_args, kwargs)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task and return its result handle at once."""
@@ -283,6 +310,10 @@ def task(
     ttl: float | None = None,
     queues: list[str] | tuple[str, ...] | None = None,
     max_priority: int | None = None,
+    rate_limit: str | None = None,
+    rate_burst: int | None = None,
+    max_concurrency: int | None = None,
+    concurrency_key: str | None = None,
 ) -> Any:
     """Register a function as a dtq task; usable bare (@task) or with options (@task(...))."""
 
@@ -302,6 +333,10 @@ def task(
             ttl=ttl,
             queues=tuple(queues) if queues is not None else None,
             max_priority=max_priority,
+            rate_limit=rate_limit,
+            rate_burst=rate_burst,
+            max_concurrency=max_concurrency,
+            concurrency_key=concurrency_key,
         )
         registry.register(task_obj)
         return task_obj

@@ -10,7 +10,8 @@
 --          caller looked): call again with that queue's block
 local reason = ARGV[ARG0 + 1]
 local tk, ik = tkey(1, 1), tkey(1, 3)
-local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue')
+local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue', 'name',
+  'lim', 'lh', 'lw')
 local id, state = r[1], r[2]
 if not id then return {'missing'} end
 if TERMINAL[state] then return {'finished', state} end
@@ -21,6 +22,7 @@ if state == 'RUNNING' then
   return {'requested'}
 end
 redis.call('ZREM', KEYS[K_SCHEDULE], id)
+release(tk, id, 1, r[7], r[8], r[9], r[10])  -- leave a limit's waiting line, hand on its slot
 -- A QUEUED task's entry may already sit in a worker's PEL: acknowledging it here makes that
 -- worker's claim absorb it instead of running the task.
 ack(1, r[3], r[4])

@@ -11,6 +11,7 @@ from dtq.conf import dtq_settings
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
+from dtq.engine.limits import Rate
 from dtq.engine.records.budget import current, execute
 from dtq.engine.records.tasks import _json_or_raw
 from dtq.engine.state import TaskState
@@ -34,6 +35,8 @@ COUNTERS = (
     "replayed",
     "discarded",
     "purged",
+    "limit_waits",
+    "limit_woken",
     "active",
 )
 # Every counter but 'active' (a level, not an event count) is also kept per minute.
@@ -59,7 +62,19 @@ class QueueOverview(TypedDict):
     dlq: int
     counters: dict[str, int]
     oldest_waiting_age: float | None  # seconds the oldest QUEUED task has waited
-    latency: dict[str, Histogram]  # "wait" (enqueue to start) and "run" (start to finish)
+    latency: dict[str, Histogram]  # "wait", "run", and "limit_wait" (time held by a limit)
+    limits: QueueLimits
+
+
+class QueueLimits(TypedDict):
+    """A queue's flow control: its own limits and their use, and all of its tasks' slots."""
+
+    max_concurrency: int | None
+    rate: str | None  # e.g. "20/s", "100/m (burst 5)"
+    in_use: int  # slots of the queue's own concurrency limit held now
+    waiting: int  # tasks waiting for the queue's own concurrency limit
+    slots_held: int  # every concurrency slot held on the queue (queue and task limits)
+    tasks_waiting: int  # every task waiting for a slot on the queue (queue and task limits)
 
 
 class Histogram(TypedDict):
@@ -129,9 +144,34 @@ def _queue_commands(pipe: Any, keys: Keys, queue: str) -> None:
     pipe.xlen(keys.dlq(queue))
     pipe.hgetall(keys.stats(queue))
     pipe.zrange(keys.index(queue, TaskState.QUEUED), 0, 0, withscores=True)
+    pipe.hmget(keys.limits(queue), "max_concurrency", "rate")
+    pipe.zlexcount(keys.limit_held(queue), "[cq\0", "(cq\1")
+    pipe.zlexcount(keys.limit_wait(queue), "[cq\0", "(cq\1")
+    pipe.zcard(keys.limit_held(queue))
+    pipe.zcard(keys.limit_wait(queue))
 
 
-QUEUE_REPLIES = 2 * len(BANDS) + len(STATE_ORDER) + 3  # replies _queue_commands adds
+QUEUE_REPLIES = 2 * len(BANDS) + len(STATE_ORDER) + 8  # replies _queue_commands adds
+
+
+def rate_text(encoded: str | None) -> str | None:
+    """Return a queue limits hash's "<count>|<period ms>|<burst>" rate as text ("20/s")."""
+    if not encoded:
+        return None
+    count, period, burst = (int(part) for part in encoded.split("|"))
+    return str(Rate(count, period, burst))
+
+
+def _limits(replies: list[Any]) -> QueueLimits:
+    (conc, rate), in_use, waiting, held, waiters = replies
+    return {
+        "max_concurrency": int(conc) if conc else None,
+        "rate": rate_text(rate),
+        "in_use": int(in_use),
+        "waiting": int(waiting),
+        "slots_held": int(held),
+        "tasks_waiting": int(waiters),
+    }
 
 
 def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> QueueOverview:
@@ -141,7 +181,7 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     pending = [_pending_count(r) for r in replies[nb : 2 * nb]]
     counts = replies[2 * nb : 2 * nb + ns]
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
-    dlq, stats, oldest = replies[2 * nb + ns :]
+    dlq, stats, oldest = replies[2 * nb + ns : 2 * nb + ns + 3]
     counters = dict.fromkeys(COUNTERS, 0) | {
         k: int(v) for k, v in stats.items() if not k.startswith("h_")
     }
@@ -157,7 +197,8 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
         "scheduled": sum(states[s] for s in SCHEDULED_STATES),
         "dlq": int(dlq),
         "counters": counters,
-        "latency": {kind: histogram(stats, kind) for kind in ("wait", "run")},
+        "latency": {kind: histogram(stats, kind) for kind in ("wait", "run", "limit_wait")},
+        "limits": _limits(replies[2 * nb + ns + 3 :]),
         "oldest_waiting_age": max(now_ms - oldest[0][1], 0) / 1000 if oldest else None,
     }
 

@@ -1,0 +1,25 @@
+-- limits.lua: set or clear a queue's own flow-control limits, then wake the waiters the new
+-- concurrency limit has room for (all of them when it was cleared), a bounded number a call.
+-- KEYS: lib layout with the queue's block (no task blocks).
+-- ARGV after the header: 1 max concurrency ('' = none), 2 rate ("<count>|<period ms>|<burst>",
+--   '' = none), 3 '1' to change the limits, '0' only to wake (a follow-up call)
+-- Reply: {waiters of the queue's own concurrency limit still waiting, slots of it held}
+-- Safe to receive twice: the same values are written again and a woken waiter is no longer in
+-- the line, so nothing is woken twice.
+local lim = qkey(1, Q_LIMITS)
+if ARGV[ARG0 + 3] == '1' then
+  local fields = {{'max_concurrency', ARGV[ARG0 + 1]}, {'rate', ARGV[ARG0 + 2]}}
+  for _, f in ipairs(fields) do
+    if f[2] == '' then redis.call('HDEL', lim, f[1]) else redis.call('HSET', lim, f[1], f[2]) end
+  end
+  emit('QUEUE_LIMITS_CHANGED', '', 1, '', 0,
+    {max_concurrency = ARGV[ARG0 + 1], rate = ARGV[ARG0 + 2]})
+end
+local max = tonumber(ARGV[ARG0 + 1])
+for _ = 1, 64 do
+  if not first_waiter(1, 'cq') then break end
+  if max and held_count(1, 'cq') >= max then break end
+  wake(1, 'cq', max)
+end
+local waiting = redis.call('ZLEXCOUNT', qkey(1, Q_WAIT), '[cq\0', '(cq\1')
+return {waiting, held_count(1, 'cq')}
