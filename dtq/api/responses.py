@@ -162,6 +162,21 @@ class ActionResult(serializers.Serializer):
     outcome = serializers.CharField()
 
 
+class QueueLimits(serializers.Serializer):
+    """A queue's own flow-control limits and their use (docs/flow-control.md)."""
+
+    max_concurrency = serializers.IntegerField(allow_null=True)
+    rate = serializers.CharField(allow_null=True, help_text='e.g. "20/s" or "100/m (burst 5)"')
+    in_use = serializers.IntegerField(help_text="slots of the queue's own limit held now")
+    waiting = serializers.IntegerField(help_text="tasks waiting for the queue's own limit")
+    slots_held = serializers.IntegerField(help_text="every slot held (queue and task limits)")
+    tasks_waiting = serializers.IntegerField(help_text="every task waiting for a slot")
+
+
+class QueueLimitsResult(QueueLimits):
+    queue = serializers.CharField()
+
+
 class QueueSummary(serializers.Serializer):
     """A queue at a glance (per-band lists: index 0 high, 1 normal, 2 low)."""
 
@@ -177,6 +192,7 @@ class QueueSummary(serializers.Serializer):
     dlq = serializers.IntegerField()
     counters = serializers.DictField(child=serializers.IntegerField())
     oldest_waiting_age = serializers.FloatField(allow_null=True)
+    limits = QueueLimits()
 
 
 class QueueList(serializers.Serializer):

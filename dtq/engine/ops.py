@@ -47,6 +47,7 @@ __all__ = [
     "replay",
     "replay_many",
     "resume_queue",
+    "queue_limits",
     "set_queue_limits",
 ]
 
@@ -201,6 +202,11 @@ def set_queue_limits(
                 break
         report.affected = 1
     return records.queue_overview(queue)["limits"]
+
+
+def queue_limits(queue: str) -> records.QueueLimits:
+    """Return a queue's own limits and their use (a read: no audit row)."""
+    return records.queue_overview(_queue(queue))["limits"]
 
 
 def _current_rate(queue: str) -> str:
