@@ -121,3 +121,34 @@ def test_api_reads_and_changes_limits(api: Any) -> None:  # noqa: F811
     row = AuditEntry.objects.filter(action="queue_limit", source="api").order_by("id").first()
     assert row is not None and row.reason == "r"
     assert AuditEntry.objects.filter(action="queue_limit").count() == 2
+
+
+def test_admin_limits_page_changes_limits_and_the_task_page_says_why(dtq_env: Any) -> None:
+    from django.contrib.auth.models import User
+    from django.test import Client
+    from django.urls import reverse
+
+    user = User.objects.create(username="root", is_staff=True, is_superuser=True)
+    client = Client()
+    client.force_login(user)
+    tasks.paced.using(queue_name="reports").enqueue(0)  # the queue is known from now on
+    page = reverse("admin:dtq_taskqueue_queue_limits", args=["reports"])
+    assert client.get(page).status_code == 200
+    bad = client.post(page, {"max_concurrency": "", "rate": "10/x"})
+    assert "invalid rate" in bad.content.decode()
+    done = client.post(page, {"max_concurrency": "2", "rate": "20/s", "burst": "4", "reason": "r"})
+    assert done.status_code == 302
+    assert ops.queue_limits("reports")["rate"] == "20/s (burst 4)"
+    overview = client.get(reverse("admin:dtq_taskqueue_changelist")).content.decode()
+    assert "concurrency 0/2" in overview and "rate 20/s (burst 4)" in overview
+    row = AuditEntry.objects.get(action="queue_limit", source="admin")
+    assert row.parameters == {"max_concurrency": 2, "rate": "20/s (burst 4)"}
+    # A task held back by a limit: its page says which limit and how full it is.
+    blocker = tasks.per_customer.enqueue("acme", 0, 30)
+    waiting = tasks.per_customer.enqueue("acme", 1, 0)
+    dtq_env.worker("--concurrency", "2")
+    wait_for(lambda: len(dtq_env.witnessed("per_customer")) == 1)
+    detail = reverse("admin:dtq_taskqueue_task", args=[waiting.id])
+    body = wait_for(lambda: "Held by a limit" in (t := client.get(detail).content.decode()) and t)
+    assert "waiting: concurrency 1/1 on task tests.testapp.tasks.per_customer key acme" in body
+    assert blocker.id
