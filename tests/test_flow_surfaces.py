@@ -99,7 +99,7 @@ def test_command_sets_shows_and_clears_limits(dtq_env: Any) -> None:
     assert "max concurrency 4" in out.getvalue()
     assert AuditEntry.objects.filter(action="queue_limit", source="command").count() == 3
     for bad in (["--rate", "10/x"], ["--max-concurrency", "-1"]):
-        with pytest.raises(CommandError, match="rate|max-concurrency"):
+        with pytest.raises(CommandError, match=r"rate|max-concurrency"):
             call_command("dtq_queue", "limit", "reports", *bad)
 
 

@@ -140,8 +140,7 @@ def key_value(
         value = bound.arguments[name]
     if not isinstance(value, str | int) or isinstance(value, bool):
         raise InvalidTaskError(
-            f"concurrency_key {name!r}: the value must be a str or int, got "
-            f"{type(value).__name__}"
+            f"concurrency_key {name!r}: the value must be a str or int, got {type(value).__name__}"
         )
     text = str(value)
     if not KEY_VALUE.fullmatch(text):

@@ -44,10 +44,10 @@ __all__ = [
     "preview_purge",
     "purge_dlq",
     "purge_queue",
+    "queue_limits",
     "replay",
     "replay_many",
     "resume_queue",
-    "queue_limits",
     "set_queue_limits",
 ]
 

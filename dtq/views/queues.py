@@ -128,8 +128,14 @@ def queue_limits(request: HttpRequest, site: AdminSite, queue: str) -> HttpRespo
             return HttpResponseRedirect(admin_url("changelist"))
     limits = ops.queue_limits(queue)
     context = page_context(
-        request, site, f"Limits of queue {queue}", tab="overview", queue=queue, limits=limits,
-        error=error, rate_value=_rate_field(queue),
+        request,
+        site,
+        f"Limits of queue {queue}",
+        tab="overview",
+        queue=queue,
+        limits=limits,
+        error=error,
+        rate_value=_rate_field(queue),
     )
     return TemplateResponse(request, "dtq/queue_limits.html", context)
 
