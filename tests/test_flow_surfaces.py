@@ -152,3 +152,21 @@ def test_admin_limits_page_changes_limits_and_the_task_page_says_why(dtq_env: An
     body = wait_for(lambda: "Held by a limit" in (t := client.get(detail).content.decode()) and t)
     assert "waiting: concurrency 1/1 on task tests.testapp.tasks.per_customer key acme" in body
     assert blocker.id
+
+
+def test_metrics_show_limits_use_and_waiting(api: Any, dtq_env: Any) -> None:  # noqa: F811
+    ops.set_queue_limits("tests", actor=ACTOR, max_concurrency=5)
+    tasks.per_customer.enqueue("acme", 0, 30)
+    tasks.per_customer.enqueue("acme", 1, 0)
+    tasks.per_customer.enqueue("acme", 2, 0)
+    dtq_env.worker("--concurrency", "4")
+    wait_for(lambda: ops.queue_limits("tests")["tasks_waiting"] == 2)
+    text = api.client("view").get("/metrics").content.decode()
+    family = 'queue="tests",family="tests.testapp.tasks.per_customer"'
+    assert f"dtq_limit_slots_held{{{family}}} 1" in text
+    assert f"dtq_limit_waiting{{{family}}} 2" in text
+    assert f"dtq_limit_max_concurrency{{{family}}} 1" in text
+    assert 'dtq_limit_slots_held{queue="tests",family="queue"} 1' in text
+    assert 'dtq_queue_limit_max_concurrency{queue="tests"} 5' in text
+    assert 'dtq_tasks_limit_waits_total{queue="tests"} 2' in text
+    assert "dtq_task_limit_wait_seconds_count" in text

@@ -442,3 +442,71 @@ def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, in
                 row[counter] += int(value)
         rows.append(row)
     return rows
+
+
+# ----- flow control ----------------------------------------------------------------------
+
+MAX_LIMIT_MEMBERS = 1000  # slots and waiters read per queue for the per-family breakdown
+
+
+class LimitFamily(TypedDict):
+    """One limit family on a queue: the queue's own limit ('queue') or one task's."""
+
+    queue: str
+    family: str  # "queue", or the task name
+    limit: int | None  # max concurrency (per key when the task has a concurrency_key)
+    held: int  # slots held now (all keys)
+    waiting: int  # tasks waiting for a slot (all keys)
+    keys: int  # distinct keys with a slot held or a waiter
+
+
+def _family_of(group: str) -> str:
+    """Return the family of a limit group: 'queue', or the task name (its key left out)."""
+    if group == "cq":
+        return "queue"
+    from dtq.engine import registry
+
+    rest = group[3:]
+    return rest if registry.get(rest) is not None else rest.rsplit("|", 1)[0]
+
+
+def _family_limit(family: str, queue_limit: int | None) -> int | None:
+    if family == "queue":
+        return queue_limit
+    from dtq.engine import registry
+
+    return getattr(registry.get(family), "max_concurrency", None)
+
+
+def limit_families(queue: QueueOverview) -> list[LimitFamily]:
+    """Return the use of each limit family of a queue (no command when nothing is held)."""
+    limits = queue["limits"]
+    if not limits["slots_held"] and not limits["tasks_waiting"]:
+        return []
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    pipe.zrange(keys.limit_held(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+    pipe.zrange(keys.limit_wait(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+    held, waiting = execute(pipe)
+    rows: dict[str, LimitFamily] = {}
+    groups: dict[str, set[str]] = {}
+    for members, field in ((held, "held"), (waiting, "waiting")):
+        for member in members:
+            group = str(member).split("\0", 1)[0]
+            family = _family_of(group)
+            row = rows.setdefault(
+                family,
+                {
+                    "queue": queue["name"],
+                    "family": family,
+                    "limit": _family_limit(family, limits["max_concurrency"]),
+                    "held": 0,
+                    "waiting": 0,
+                    "keys": 0,
+                },
+            )
+            row[field] += 1  # type: ignore[literal-required]
+            groups.setdefault(family, set()).add(group)
+    for family, row in rows.items():
+        row["keys"] = len(groups[family])
+    return sorted(rows.values(), key=lambda r: r["family"])
