@@ -269,7 +269,7 @@ end
 -- meter, so those members are dropped). A task refused by a rate is scheduled (PENDING) at
 -- the instant its token is due, the token paid ahead ('lp' = that instant), so later tasks
 -- queue behind it.
-local qlimits = {}
+local qlimits, pruned = {}, {}
 local function queue_limits(qi)
   local l = qlimits[qi]
   if l == nil then
@@ -393,7 +393,10 @@ local function admit(tk, id, qi, f)
   local paid = f.lp and f.lp ~= '' and tonumber(f.lp) <= NOW
   if #rates > 0 and not paid then
     local due, tats, why = NOW, {}, nil
-    redis.call('ZREMRANGEBYSCORE', meters, '-inf', NOW)  -- full meters: as if never used
+    if not pruned[qi] then  -- full meters (score in the past) are as if never used
+      redis.call('ZREMRANGEBYSCORE', meters, '-inf', NOW)
+      pruned[qi] = true
+    end
     for i, r in ipairs(rates) do
       tats[i] = math.max(tonumber(redis.call('ZSCORE', meters, r.g)) or 0, NOW)
       if tats[i] - r.slack > due then due, why = tats[i] - r.slack, r.label end
