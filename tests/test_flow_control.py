@@ -157,3 +157,28 @@ def pending_entries(env: Any, queue: str) -> int:
         for band in BANDS
         if env.client.exists(env.keys.stream(queue, band))
     )
+
+
+def test_django_tasks_take_the_limit_options(dtq_env: Any) -> None:
+    from dtq.compat import TASK_TAKES_OPTIONS
+
+    if not TASK_TAKES_OPTIONS:
+        pytest.skip("this Django's @task passes no options to the backend's task class")
+    from tests.testapp import django_tasks
+
+    first = django_tasks.dj_serialized.enqueue("a1", 0)
+    second = django_tasks.dj_serialized.enqueue(account="a1", seq=1)
+    record = dtq_env.client.hgetall(dtq_env.keys.task(second.id))
+    assert record["lim"] == "1||||a1"
+    dtq_env.worker("--concurrency", "4")
+    wait_for(lambda: len(dtq_env.witnessed("dj_serialized")) == 2)
+    assert [r["seq"] for r in dtq_env.witnessed("dj_serialized")] == [0, 1]
+    assert first.id != second.id
+    from dtq.compat import InvalidTask, task
+
+    with pytest.raises(InvalidTask, match="invalid rate '3/x'"):
+        task(queue_name="tests", rate_limit="3/x")(badly_limited)
+
+
+def badly_limited() -> None:
+    """A module-level function (django.tasks wants one) given a bad rate in a test."""
