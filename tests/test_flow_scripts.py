@@ -174,3 +174,21 @@ def test_limits_script_sent_twice_changes_and_wakes_once(dtq_env: Any) -> None:
     assert script(keys=k, args=call) == [1, 3]
     assert script(keys=k, args=call) == [1, 3]  # resent: nobody woken twice
     assert stream_length(client) == 1 + 2  # the running task's entry, two woken waiters
+
+
+def test_a_waiter_woken_after_its_queue_limit_was_cleared_leaves_no_slot(dtq_env: Any) -> None:
+    client = dtq_env.client
+    ops.set_queue_limits("tests", actor=ACTOR, max_concurrency=1)
+    tasks.record.enqueue_many([((i,), {}) for i in range(3)])
+    k, args = read_and_claim_call()
+    (first,) = claimed_rows(Scripts.of(get_client()).claim(keys=k, args=args))
+    assert len(line(client)) == 2
+    ops.set_queue_limits("tests", actor=ACTOR, max_concurrency=None)  # wakes both waiters
+    assert line(client) == [] and len(held(client)) == 3  # the woken hold their slots
+    k, args = read_and_claim_call(worker="w2")
+    rows = claimed_rows(Scripts.of(get_client()).claim(keys=k, args=args), "w2")
+    assert len(rows) == 2  # both start: no limit any more
+    finalize_by_hand(first, "success")
+    for row in rows:
+        finalize_by_hand(row, "success")
+    assert held(client) == [] and line(client) == []

@@ -76,7 +76,7 @@ for ti = 1, NT do
     move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
     emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
     settle_idempotency(tk, ik, 'failed', r[11])
-  elseif (r[17] or queue_limits(qi)) and admit(tk, id, qi, {name = r[5], lim = r[17],
+  elseif (r[17] or (r[18] and r[18] ~= '') or queue_limits(qi)) and admit(tk, id, qi, {name = r[5], lim = r[17],
       lw = r[18], lp = r[19], lws = r[20], band = band, idem = r[11]}) then
     ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else

@@ -356,7 +356,11 @@ end
 -- f: record fields name, lim, lw, lp, lws, band, idem.
 local function admit(tk, id, qi, f)
   local conc, rates = flow_groups(qi, f.name, f.lim)
-  if #conc == 0 and #rates == 0 then return nil end
+  if #conc == 0 and #rates == 0 then
+    -- Woken for a queue limit cleared since: give that slot on, then start unlimited.
+    release(tk, id, qi, f.name, f.lim, nil, f.lw)
+    return nil
+  end
   local mine = waiter_seq(f.lw)
   local held = qkey(qi, Q_HELD)
   local function hand_back(except)  -- slots handed to this task that it will not use now
