@@ -170,3 +170,15 @@ def test_metrics_show_limits_use_and_waiting(api: Any, dtq_env: Any) -> None:  #
     assert 'dtq_queue_limit_max_concurrency{queue="tests"} 5' in text
     assert 'dtq_tasks_limit_waits_total{queue="tests"} 2' in text
     assert "dtq_task_limit_wait_seconds_count" in text
+
+
+def test_api_task_detail_says_why_a_task_waits(api: Any, dtq_env: Any) -> None:  # noqa: F811
+    tasks.per_customer.enqueue("acme", 0, 30)
+    waiting = tasks.per_customer.enqueue("acme", 1, 0)
+    dtq_env.worker("--concurrency", "2")
+    client = api.client("view")
+
+    def reason() -> Any:
+        return client.get(f"/api/tasks/{waiting.id}/").json().get("waiting")
+
+    assert wait_for(reason).startswith("waiting: concurrency 1/1 on task ")

@@ -114,6 +114,13 @@ class TaskDetail(TaskSummary):
     cancel_requested = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(allow_blank=True, default="")
     attempt_runs = AttemptRun(many=True, default=list, help_text="run time of each attempt")
+    waiting = serializers.SerializerMethodField(
+        help_text="why a QUEUED or PENDING task is held back by a limit (flow control), or null"
+    )
+
+    def get_waiting(self, record: dict[str, Any]) -> str | None:
+        held = record.get("state") in ("QUEUED", "PENDING")
+        return (record.get("waiting") or None) if held else None
 
 
 def task_summary(record: dict[str, Any]) -> dict[str, Any]:
