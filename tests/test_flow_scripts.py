@@ -174,6 +174,7 @@ def test_limits_script_sent_twice_changes_and_wakes_once(dtq_env: Any) -> None:
     assert script(keys=k, args=call) == [1, 3]
     assert script(keys=k, args=call) == [1, 3]  # resent: nobody woken twice
     assert stream_length(client) == 1 + 2  # the running task's entry, two woken waiters
+    assert len(dtq_env.events("QUEUE_LIMITS_CHANGED")) == 2  # set to 1, then to 3: not twice
 
 
 def test_a_waiter_woken_after_its_queue_limit_was_cleared_leaves_no_slot(dtq_env: Any) -> None:

@@ -4,16 +4,24 @@
 -- ARGV after the header: 1 max concurrency ('' = none), 2 rate ("<count>|<period ms>|<burst>",
 --   '' = none), 3 '1' to change the limits, '0' only to wake (a follow-up call)
 -- Reply: {waiters of the queue's own concurrency limit still waiting, slots of it held}
--- Safe to receive twice: the same values are written again and a woken waiter is no longer in
--- the line, so nothing is woken twice.
+-- Resend: the values are already there, so nothing changes and no event is written again;
+-- a woken waiter is no longer in the line, so nobody is woken twice.
 local lim = qkey(1, Q_LIMITS)
 if ARGV[ARG0 + 3] == '1' then
-  local fields = {{'max_concurrency', ARGV[ARG0 + 1]}, {'rate', ARGV[ARG0 + 2]}}
-  for _, f in ipairs(fields) do
-    if f[2] == '' then redis.call('HDEL', lim, f[1]) else redis.call('HSET', lim, f[1], f[2]) end
+  local names = {'max_concurrency', 'rate'}
+  local now = redis.call('HMGET', lim, unpack(names))
+  local changed = false
+  for i, name in ipairs(names) do
+    local value = ARGV[ARG0 + i]
+    if (now[i] or '') ~= value then
+      changed = true
+      if value == '' then redis.call('HDEL', lim, name) else redis.call('HSET', lim, name, value) end
+    end
   end
-  emit('QUEUE_LIMITS_CHANGED', '', 1, '', 0,
-    {max_concurrency = ARGV[ARG0 + 1], rate = ARGV[ARG0 + 2]})
+  if changed then
+    emit('QUEUE_LIMITS_CHANGED', '', 1, '', 0,
+      {max_concurrency = ARGV[ARG0 + 1], rate = ARGV[ARG0 + 2]})
+  end
 end
 local max = tonumber(ARGV[ARG0 + 1])
 for _ = 1, 64 do
