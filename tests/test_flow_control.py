@@ -53,6 +53,12 @@ def test_max_concurrency_holds_across_three_workers(dtq_env: Any) -> None:
     wait_for(lambda: limit_keys_empty(dtq_env))
 
 
+def most_in_one_second(times: list[float]) -> int:
+    """Return the most of these instants (seconds) that fall in any 1-second window."""
+    times = sorted(times)
+    return max(sum(1 for t in times[i:] if t < s + 1.0) for i, s in enumerate(times))
+
+
 def test_rate_limit_holds_in_every_one_second_window(dtq_env: Any) -> None:
     # 10 s of work at 20/s (the issue asks for 20 s; 10 s keeps the suite short, same check).
     n = 200
@@ -61,12 +67,17 @@ def test_rate_limit_holds_in_every_one_second_window(dtq_env: Any) -> None:
     for _ in range(2):
         dtq_env.worker("--concurrency", "8")
     wait_for(lambda: len(dtq_env.witnessed("rated")) >= n, timeout=40)
-    starts = sorted(r["t"] for r in dtq_env.witnessed("rated"))
+    # The limit is enforced where an attempt starts: the claim, by Redis' clock.
+    claims = [e["ts"] / 1000 for e in dtq_env.events("TASK_STARTED")]
+    assert len(claims) == n
     burst = 1  # the documented default burst
-    worst = max(sum(1 for t in starts[i:] if t < s + 1.0) for i, s in enumerate(starts))
-    assert worst <= 20 + burst
-    assert starts[-1] - starts[0] >= (n - 21) / 20  # paced, not run in one go
-    assert starts[-1] - starts[0] < n / 20 + 3  # and not much slower than the rate
+    assert most_in_one_second(claims) <= 20 + burst - 1  # spaced 50 ms: 20 per second
+    claims.sort()
+    assert claims[-1] - claims[0] >= (n - 21) / 20  # paced, not run in one go
+    assert claims[-1] - claims[0] < n / 20 * 1.5 + 3  # and not much slower than the rate
+    # Handlers start a little after their claim; on a loaded machine that delay varies.
+    starts = [r["t"] for r in dtq_env.witnessed("rated")]
+    assert most_in_one_second(starts) <= 20 + burst + 2
 
 
 def test_per_key_lines_run_one_at_a_time_in_order(dtq_env: Any) -> None:

@@ -393,22 +393,30 @@ local function admit(tk, id, qi, f)
       end
     end
   end
-  local meters = qkey(qi, Q_RATE)
-  local paid = f.lp and f.lp ~= '' and tonumber(f.lp) <= NOW
-  if #rates > 0 and not paid then
-    local due, tats, why = NOW, {}, nil
+  if #rates > 0 then
+    local meters = qkey(qi, Q_RATE)
     if not pruned[qi] then  -- full meters (score in the past) are as if never used
       redis.call('ZREMRANGEBYSCORE', meters, '-inf', NOW)
       pruned[qi] = true
     end
-    for i, r in ipairs(rates) do
-      tats[i] = math.max(tonumber(redis.call('ZSCORE', meters, r.g)) or 0, NOW)
-      if tats[i] - r.slack > due then due, why = tats[i] - r.slack, r.label end
+    -- Two GCRA meters per rate group: the line ('<group>') hands out tokens in order, paid
+    -- ahead by refused tasks; the start guard ('><group>') meters the starts themselves, so a
+    -- task that comes late to its token (a busy fleet) never starts closer to the last than
+    -- the rate allows. A task the guard refuses keeps its paid token and is scheduled again.
+    local function meter(prefix, at)
+      local due, tats, why = at, {}, nil
+      for i, r in ipairs(rates) do
+        tats[i] = math.max(tonumber(redis.call('ZSCORE', meters, prefix .. r.g)) or 0, at)
+        if tats[i] - r.slack > due then due, why = tats[i] - r.slack, r.label end
+      end
+      return due, tats, why
     end
-    for i, r in ipairs(rates) do
-      redis.call('ZADD', meters, math.max(tats[i], due) + r.step, r.g)
+    local function take(prefix, tats, at)
+      for i, r in ipairs(rates) do
+        redis.call('ZADD', meters, math.max(tats[i], at) + r.step, prefix .. r.g)
+      end
     end
-    if due > NOW then
+    local function schedule(due, why)
       due = math.ceil(due)
       hand_back(nil)
       local reason = 'waiting: ' .. why .. ', next start at ' .. due
@@ -417,6 +425,14 @@ local function admit(tk, id, qi, f)
       zset(KEYS[K_SCHEDULE], id, due)
       return 'waiting'
     end
+    if not (f.lp and f.lp ~= '' and tonumber(f.lp) <= NOW) then  -- no token paid yet
+      local due, tats, why = meter('', NOW)
+      take('', tats, due)
+      if due > NOW then return schedule(due, why) end
+    end
+    local due, tats, why = meter('>', NOW)
+    if due > NOW then return schedule(due, why) end
+    take('>', tats, NOW)
   end
   -- Not zset(): later tasks of this very call count these slots.
   for _, c in ipairs(conc) do redis.call('ZADD', held, 0, c.g .. '\0' .. id) end
