@@ -10,9 +10,9 @@ from dtq.conf import dtq_settings
 from dtq.engine import layout, ops
 from dtq.engine.connection import get_client
 from dtq.engine.reaper import Reaper
-from dtq.engine.scripts import Scripts
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, finalize_by_hand, keys
+from tests.script_calls import Scripts
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.django_db(transaction=True)
