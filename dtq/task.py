@@ -149,7 +149,7 @@ class Task:
             args=args,
             kwargs=kwargs,
             priority=self.priority,
-            max_attempts=self.max_attempts or int(s.DEFAULT_MAX_ATTEMPTS),
+            max_attempts=self.max_attempts or s.DEFAULT_MAX_ATTEMPTS,
             delay=_delay_seconds(self.run_after),
             ttl=self.ttl,
             timeout=self.timeout if self.timeout is not None else s.DEFAULT_TIMEOUT,

@@ -51,7 +51,7 @@ class SubmitRequest(serializers.Serializer):
         delay = attrs.get("delay")
         if "run_after" in attrs:
             delay = max((attrs["run_after"] - timezone.now()).total_seconds(), 0.0)
-        if delay is not None and delay > float(dtq_settings.MAX_DELAY):
+        if delay is not None and delay > dtq_settings.MAX_DELAY:
             field = "run_after" if "run_after" in attrs else "delay"
             limit = dtq_settings.MAX_DELAY
             raise serializers.ValidationError({field: f"at most {limit} seconds from now"})
@@ -89,7 +89,7 @@ class PageQuery(serializers.Serializer):
 
     def limit_or_default(self) -> int:
         """Return the requested page size, else DTQ['API_PAGE_SIZE']."""
-        default = min(max(int(dtq_settings.API_PAGE_SIZE), 1), MAX_PAGE)
+        default = min(max(dtq_settings.API_PAGE_SIZE, 1), MAX_PAGE)
         return int(self.validated_data.get("limit", default))
 
 
@@ -163,7 +163,7 @@ class DlqFilterRequest(ReasonRequest):
 
     def validate_limit(self, value: int) -> int:
         """Refuse a limit above what one request may do."""
-        bound = int(dtq_settings.BULK_REQUEST_LIMIT)
+        bound = dtq_settings.BULK_REQUEST_LIMIT
         if value > bound:
             raise serializers.ValidationError(f"at most {bound} per request (BULK_REQUEST_LIMIT)")
         return value

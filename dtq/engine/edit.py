@@ -110,6 +110,6 @@ def _checked(name: str, after: dict[str, Any]) -> str:
     if after["queue"] not in allowed:
         raise InvalidTaskError(f"task {name!r} accepts only the queues: {', '.join(allowed)}")
     check_declared(after["queue"])
-    limit = int(dtq_settings.MAX_PAYLOAD_BYTES)
+    limit = dtq_settings.MAX_PAYLOAD_BYTES
     payload = codec.encode_payload(after["args"], after["kwargs"], limit)  # or PayloadError
     return codec.dumps({"payload": payload, "priority": priority, "band": band_of(priority)})

@@ -37,7 +37,7 @@ class LivenessMixin:
 
     async def _heartbeat_loop(self) -> None:
         """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
-        interval = float(dtq_settings.HEARTBEAT_INTERVAL)
+        interval = dtq_settings.HEARTBEAT_INTERVAL
         while True:
             try:
                 await self._heartbeat()
@@ -62,7 +62,7 @@ class LivenessMixin:
             await self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
         pipe.zadd(self.keys.workers, {self.worker_id: now})
         pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
-        pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
+        pipe.expire(self.keys.worker(self.worker_id), dtq_settings.RETENTION)
         sent = clock.now()
         replies = await pipe.execute()
         if held:

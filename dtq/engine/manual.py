@@ -52,7 +52,7 @@ def run_by_hand(
         report.queue = queue
         if isinstance(priority, bool) or not isinstance(priority, (int, type(None))):
             raise InvalidTaskError(f"priority must be an integer in -100..100, got {priority!r}")
-        if not 0 <= delay <= float(dtq_settings.MAX_DELAY):
+        if not 0 <= delay <= dtq_settings.MAX_DELAY:
             raise InvalidTaskError(f"delay must be within 0..{dtq_settings.MAX_DELAY} s")
         options: dict[str, Any] = {"queue_name": queue}
         if priority is not None:

@@ -92,7 +92,7 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     """Return the 14 submit.lua fields of one validated submission."""
     s = dtq_settings
     ctx = propagation.capture()
-    payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx)
+    payload = codec.encode_payload(sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx)
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
@@ -118,7 +118,7 @@ def _task_id(sub: Submission) -> tuple[str, int]:
     """Return the submission's task id (chosen now unless given) and its shard."""
     if sub.task_id is not None:
         return sub.task_id, ids.shard_of(sub.task_id)
-    shards = int(dtq_settings.SHARDS)
+    shards = dtq_settings.SHARDS
     shard = 0 if shards <= 1 else secrets.randbelow(shards)
     return ids.new_id(shard), shard
 

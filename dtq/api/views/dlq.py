@@ -116,7 +116,7 @@ class DlqBulkReplay(DtqView):
             error=form.get("error"),
             since=since.timestamp() if since else None,
             until=until.timestamp() if until else None,
-            limit=form.get("limit") or int(dtq_settings.BULK_REQUEST_LIMIT),
+            limit=form.get("limit") or dtq_settings.BULK_REQUEST_LIMIT,
         )
         result = ops.replay_many(
             form["queue"],
@@ -154,7 +154,7 @@ class DlqPurge(DtqView):
         if form["dry_run"]:
             entries = records.dlq_entries(queue, 1)["total"]
         else:
-            limit = int(dtq_settings.BULK_REQUEST_LIMIT)
+            limit = dtq_settings.BULK_REQUEST_LIMIT
             result = ops.purge_dlq(queue, actor=self.actor(), reason=form["reason"], limit=limit)
             entries, more = result.done, result.more
         data = {"queue": queue, "dry_run": form["dry_run"], "entries": entries, "more": more}

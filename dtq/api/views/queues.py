@@ -135,7 +135,7 @@ class QueuePurge(DtqView):
                 name,
                 actor=self.actor(),
                 reason=form["reason"],
-                limit=int(dtq_settings.BULK_REQUEST_LIMIT),
+                limit=dtq_settings.BULK_REQUEST_LIMIT,
                 cursor=form.get("cursor"),
             )
             counts = {"queued": result.queued, "scheduled": result.scheduled}
