@@ -353,7 +353,9 @@ def problems(user: Any) -> list[Problem]:
         try:
             rule.convert(value)
         except BadValue as exc:
-            shown = "a value" if name == "REDIS_URL" else repr(value)  # a URL may hold a password
+            # A URL may hold a password: say what it lacks instead of showing it.
+            secret = name == "REDIS_URL" and isinstance(value, str)
+            shown = "a URL of another scheme" if secret else repr(value)
             message = f"DTQ['{name}'] must be {exc}, got {shown}"
             hint = rule.hint or f"Remove it to use the default ({DEFAULTS[name]!r})."
             found.append(Problem(name, message, hint, rule.check_id))
