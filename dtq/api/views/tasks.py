@@ -17,8 +17,9 @@ from dtq.engine import ops, records, registry
 from dtq.engine.declared import task_queues
 from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
 from dtq.engine.records.query import QueryError
-from dtq.engine.submit import IDEMPOTENCY_KEY, submit
+from dtq.engine.submit import submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
+from dtq.options import IDEMPOTENCY_KEY
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
