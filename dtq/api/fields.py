@@ -63,6 +63,8 @@ class OptionFloatField(serializers.FloatField):
         super().__init__(**kwargs)
 
     def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            _checked(self.check, data)  # a JSON number: the message shows it as sent
         return _checked(self.check, super().to_internal_value(data))
 
 
