@@ -83,9 +83,12 @@ class Task(DeliveryOptions):
     # only its own through the API), and the highest priority an API submitter may ask for.
     queues: tuple[str, ...] | None = None
     max_priority: int | None = None
+    # The checked options every submission starts from (made again by using()).
+    options: TaskOptions = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        TaskOptions.of(self)  # raises InvalidOption (an InvalidTaskError) for a bad option
+        # Raises InvalidOption (an InvalidTaskError) for a bad option.
+        object.__setattr__(self, "options", TaskOptions.of(self))
         for queue in self.queues or ():
             check_queue(queue)
         if self.max_priority is not None:
@@ -119,7 +122,7 @@ class Task(DeliveryOptions):
         queue = self.queue_name or dtq_settings.DEFAULT_QUEUE
         if self.queues is not None and queue not in (accepted := self.accepted_queues()):
             raise UnknownQueue(queue, accepted, by=f"accepted by task {self.name!r}")
-        return Submission.of(self.name, TaskOptions.of(self), args, kwargs)
+        return Submission.of(self.name, self.options, args, kwargs)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task and return its result handle at once."""
