@@ -9,6 +9,7 @@ and converted to the field types, and again after a setting_changed signal.
 from __future__ import annotations
 
 import contextlib
+import math
 import re
 from collections.abc import Callable, Mapping
 from dataclasses import MISSING, dataclass, field, fields
@@ -72,9 +73,13 @@ def number(
             return None
         ok = _is_number(value) and (value > minimum if above else value >= minimum)
         ok = ok and (maximum is None or value <= maximum)
-        if not ok or (whole and not float(value).is_integer()):
+        if isinstance(value, float):  # 3600.0 is as good as 3600; nan and inf are not numbers
+            ok = ok and math.isfinite(value) and (value.is_integer() or not whole)
+        elif ok:
+            ok = abs(value) < (2**63 if whole else 2**53)  # what Redis and a float hold
+        if not ok:
             raise BadValue(expected)
-        return int(value) if whole else float(value)  # 3600.0 is as good as 3600
+        return int(value) if whole else float(value)
 
     return Rule(convert, check_id, hint)
 
@@ -383,7 +388,7 @@ class DtqSettings(Settings):
 
     if not TYPE_CHECKING:  # mypy should see the typed fields only, not a catch-all
 
-        def __getattr__(self, name: str) -> Any:
+        def __getattr__(self, name: str) -> object:
             if name not in NAMES:
                 raise AttributeError(f"no DTQ setting {name!r}")
             current = load(_user_settings())

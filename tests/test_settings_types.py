@@ -148,3 +148,9 @@ def test_the_scheduler_liveness_follows_its_own_interval(dtq_env: Any) -> None:
     assert client.ttl(scheduler.keys.process("scheduler", scheduler.process_id)) == 35
     assert client.ttl(reaper.keys.process("reaper", reaper.process_id)) == 10
     assert scheduler.interval() <= 10.0
+
+
+@pytest.mark.parametrize("value", [float("inf"), float("nan"), 2**63, -1, 0])
+def test_numbers_outside_what_redis_and_floats_hold_are_refused(value: Any) -> None:
+    (problem,) = problems({"RESULT_TTL": value})
+    assert problem.name == "RESULT_TTL" and "a positive whole number" in problem.message

@@ -245,3 +245,11 @@ def test_accepted_submission_uses_the_options(dtq_env: Any) -> None:
     accepted = submit(tasks.record.using(priority=50, max_attempts=7).submission((1,), {}))
     record = records.get_task(accepted.id)
     assert record is not None and (record["priority"], record["max_attempts"]) == (50, 7)
+
+
+def test_the_commands_give_the_same_queue_message(dtq_env: Any) -> None:
+    from django.core.management import CommandError, call_command
+
+    with pytest.raises(CommandError) as caught:
+        call_command("dtq_queue", "pause", "has space")
+    assert message_of("queue_name", "has space") in str(caught.value)
