@@ -55,8 +55,9 @@ def check_priority(value: Any, option: str = "priority") -> int:
     else:
         ok = MIN_PRIORITY <= value <= MAX_PRIORITY
     if not ok:
-        limits = f"{MIN_PRIORITY}..{MAX_PRIORITY}"
-        raise InvalidOption(option, f"{option} must be an integer in {limits}, got {value!r}")
+        # Django's words first (django.tasks code and its tests match them), then the value.
+        limits = f"between {MIN_PRIORITY} and {MAX_PRIORITY}"
+        raise InvalidOption(option, f"{option} must be a whole number {limits}. Got {value!r}.")
     return int(value)
 
 
@@ -104,9 +105,10 @@ def check_retry_on(value: Any) -> tuple[type[BaseException], ...]:
 
 def naive_message(option: str, value: datetime) -> str:
     """Return the one message that refuses a naive datetime (dtq never guesses a time zone)."""
+    # Django's words first (django.tasks code and its tests match them), then what to do.
     return (
-        f"{option} must be an aware datetime (with a time zone) or a timedelta, got the naive "
-        f"{value.isoformat()}: dtq does not guess a time zone"
+        f"{option} must be an aware datetime. Got the naive {value.isoformat()}: dtq does not "
+        "guess a time zone (give it a tzinfo, or pass a timedelta)."
     )
 
 
