@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, fields
-from datetime import datetime, timedelta
+from datetime import UTC, datetime, timedelta
 from typing import Any
 
 from django.utils import timezone
@@ -142,7 +142,7 @@ def delay_of(run_after: datetime | timedelta | None) -> float:
     if isinstance(run_after, timedelta):
         seconds = run_after.total_seconds()
     else:
-        seconds = (run_after - timezone.now()).total_seconds()
+        seconds = (run_after - datetime.now(UTC)).total_seconds()  # aware, whatever USE_TZ
     return check_delay(max(seconds, 0.0), "run_after")
 
 

@@ -253,3 +253,11 @@ def test_the_commands_give_the_same_queue_message(dtq_env: Any) -> None:
     with pytest.raises(CommandError) as caught:
         call_command("dtq_queue", "pause", "has space")
     assert message_of("queue_name", "has space") in str(caught.value)
+
+
+def test_an_aware_run_after_works_without_use_tz(settings: Any) -> None:
+    settings.USE_TZ = False
+    soon = datetime.now(UTC) + timedelta(seconds=30)
+    assert 29 < delay_of(soon) <= 30
+    with pytest.raises(InvalidOption, match="naive"):
+        delay_of(datetime.now())
