@@ -126,7 +126,7 @@ def test_cancelling_a_woken_task_hands_its_slot_to_the_next(dtq_env: Any) -> Non
 
 def test_a_woken_entry_left_by_a_dead_reader_is_delivered_again(dtq_env: Any) -> None:
     client = dtq_env.client
-    dtq_env.configure(VISIBILITY_TIMEOUT=0, LEASE_TIMEOUT=0.5)  # (the reaper waits 2 leases
+    dtq_env.configure(VISIBILITY_TIMEOUT=0.05, LEASE_TIMEOUT=0.5)  # (the reaper waits 2 leases
     # after a Redis start: the embedded one may have just started)
     results = [tasks.per_customer.enqueue("acme", i, 0) for i in range(2)]
     k, args = read_and_claim_call()
