@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -44,6 +45,7 @@ from dtq.djtasks import (
 from dtq.engine import ids, records, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME
+from dtq.engine.limits import TaskLimits
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
     MAX_NAME_LENGTH,
@@ -56,7 +58,7 @@ from dtq.engine.submit import (
     submit,
     submit_many,
 )
-from dtq.options import InvalidOption, TaskOptions
+from dtq.options import TaskOptions
 
 __all__ = [
     "DtqBackend",
@@ -83,9 +85,30 @@ OPTIONS = {"ENQUEUE_ON_COMMIT": False, "DATABASE": DEFAULT_DB_ALIAS}
 def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -> Submission:
     """Build the engine submission for one enqueue of a django task."""
     options = TaskOptions.of(task)  # checked already by validate_task: this only reads them
-    return Submission.of(
+    sub = Submission.of(
         task.module_path, options, to_json(list(args)), to_json(dict(kwargs)), task_id
     )
+    limits = _limits_field(task, args, kwargs)
+    return replace(sub, limits=limits) if limits else sub
+
+
+def _task_limits(task: Task) -> TaskLimits | None:
+    """Return a django task's flow-control limits (None: it has none)."""
+    return TaskLimits.declared(
+        task.module_path,
+        rate_limit=getattr(task, "rate_limit", None),
+        rate_burst=getattr(task, "rate_burst", None),
+        max_concurrency=getattr(task, "max_concurrency", None),
+        concurrency_key=getattr(task, "concurrency_key", None),
+    )
+
+
+def _limits_field(task: Task, args: Any, kwargs: Any) -> str:
+    limits = _task_limits(task)
+    if limits is None:
+        return ""
+    call_args = (None, *args) if task.takes_context else tuple(args)
+    return limits.encoded(task.func, call_args, dict(kwargs))
 
 
 # ----- validation and options ---------------------------------------------------------------
@@ -95,7 +118,8 @@ def _check_options(task: Task) -> None:
     """Raise InvalidTask when a task's options are out of range (dtq.options' messages)."""
     try:
         TaskOptions.of(task)
-    except InvalidOption as exc:
+        _task_limits(task)
+    except InvalidTaskError as exc:  # InvalidOption is one
         raise InvalidTask(str(exc)) from None
     database = getattr(task, "database", None)
     if database is not None and database not in settings.DATABASES:

@@ -20,6 +20,7 @@ from dtq.engine.errors import (
     SubmitError,
     UnknownQueue,
 )
+from dtq.engine.limits import TaskLimits
 from dtq.engine.progress import Reporter, check
 from dtq.engine.submit import Accepted, Submission, asubmit, asubmit_many, submit, submit_many
 from dtq.options import USING_OPTIONS, DeliveryOptions, TaskOptions, check_priority, check_queue
@@ -83,6 +84,11 @@ class Task(DeliveryOptions):
     # only its own through the API), and the highest priority an API submitter may ask for.
     queues: tuple[str, ...] | None = None
     max_priority: int | None = None
+    # Flow control (docs/flow-control.md): enforced fleet-wide by the claim.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
     # The checked options every submission starts from (made again by using()).
     options: TaskOptions = field(init=False, repr=False, compare=False)
 
@@ -99,6 +105,18 @@ class Task(DeliveryOptions):
                 )
         if self.takes_context and not _accepts_positional(self.func):
             raise InvalidTaskError(f"{self.name}: takes_context=True needs a first parameter")
+        self.limits  # noqa: B018  # checks the flow-control options now, at definition time
+
+    @property
+    def limits(self) -> TaskLimits | None:
+        """Return the task's flow-control limits (None: it has none)."""
+        return TaskLimits.declared(
+            self.name,
+            rate_limit=self.rate_limit,
+            rate_burst=self.rate_burst,
+            max_concurrency=self.max_concurrency,
+            concurrency_key=self.concurrency_key,
+        )
 
     @property
     def is_async(self) -> bool:
@@ -122,7 +140,17 @@ class Task(DeliveryOptions):
         queue = self.queue_name or dtq_settings.DEFAULT_QUEUE
         if self.queues is not None and queue not in (accepted := self.accepted_queues()):
             raise UnknownQueue(queue, accepted, by=f"accepted by task {self.name!r}")
-        return Submission.of(self.name, self.options, args, kwargs)
+        sub = Submission.of(self.name, self.options, args, kwargs)
+        limits = self._limits_field(args, kwargs)
+        return replace(sub, limits=limits) if limits else sub
+
+    def _limits_field(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        limits = self.limits
+        if limits is None:
+            return ""
+        # The handler's signature names the key argument; a context parameter comes first.
+        call_args = (None, *args) if self.takes_context else args
+        return limits.encoded(self.func, call_args, kwargs)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task and return its result handle at once."""
@@ -222,6 +250,10 @@ def task(
     ttl: float | None = None,
     queues: list[str] | tuple[str, ...] | None = None,
     max_priority: int | None = None,
+    rate_limit: str | None = None,
+    rate_burst: int | None = None,
+    max_concurrency: int | None = None,
+    concurrency_key: str | None = None,
 ) -> Any:
     """Register a function as a dtq task; usable bare (@task) or with options (@task(...))."""
 
@@ -241,6 +273,10 @@ def task(
             ttl=ttl,
             queues=tuple(queues) if queues is not None else None,
             max_priority=max_priority,
+            rate_limit=rate_limit,
+            rate_burst=rate_burst,
+            max_concurrency=max_concurrency,
+            concurrency_key=concurrency_key,
         )
         registry.register(task_obj)
         return task_obj

@@ -18,6 +18,7 @@ from dtq.api.fields import (
 )
 from dtq.conf import dtq_settings
 from dtq.engine import registry
+from dtq.engine.limits import parse_rate
 from dtq.engine.records import MAX_PAGE
 from dtq.engine.state import TaskState
 from dtq.options import (
@@ -155,6 +156,26 @@ class ReasonRequest(serializers.Serializer):
     """An optional reason, written to the audit row."""
 
     reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
+
+
+class QueueLimitsRequest(ReasonRequest):
+    """A change of a queue's limits: a field left out stays as it is; null clears it."""
+
+    max_concurrency = serializers.IntegerField(
+        min_value=1, max_value=100_000, required=False, allow_null=True
+    )
+    rate = serializers.CharField(
+        max_length=40, required=False, allow_null=True, help_text='"N/s", "N/m" or "N/h"'
+    )
+    burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
+
+    def validate_rate(self, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_rate(value)
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
 
 
 class PurgeRequest(serializers.Serializer):

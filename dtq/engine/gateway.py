@@ -326,6 +326,23 @@ def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> boo
     return bool(_call(client, "pause", call))
 
 
+class LimitsSet(NamedTuple):
+    """limits.lua's answer: the queue's own concurrency limit's waiters and slots after it."""
+
+    waiting: int
+    held: int
+
+
+def set_limits(
+    client: Any, keys: Keys, queue: str, max_concurrency: int | None, rate: str, change: bool
+) -> LimitsSet:
+    """Set a queue's limits (rate: Rate.encoded() or '') and wake waiters there is room for."""
+    conc = "" if max_concurrency is None else max_concurrency
+    call = _build(keys, [queue], (), conc, rate, "1" if change else "0")
+    waiting, held = _call(client, "limits", call)
+    return LimitsSet(int(waiting), int(held))
+
+
 def replay(
     client: Any,
     keys: Keys,

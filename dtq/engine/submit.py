@@ -55,6 +55,7 @@ class Submission:
     retry: dict[str, float] = field(default_factory=dict)
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
+    limits: str = ""  # the record's flow-control 'lim' field (engine/limits.py); '' = none
 
     @classmethod
     def of(
@@ -114,7 +115,7 @@ def validate(sub: Submission) -> None:
 
 
 def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
-    """Return the 14 submit.lua fields of one validated submission."""
+    """Return the 15 submit.lua fields of one validated submission."""
     s = dtq_settings
     ctx = propagation.capture()
     payload = codec.encode_payload(sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx)
@@ -136,6 +137,7 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
         sub.idempotency_key or "",
         _fingerprint(sub, payload, ctx) if sub.idempotency_key else "",
         s.max_depth(sub.queue),
+        sub.limits,
     ]
 
 

@@ -1,4 +1,4 @@
-"""Queue endpoints: overview, detail, pause, resume, purge."""
+"""Queue endpoints: overview, detail, pause, resume, limits, purge."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ from dtq.api.responses import error_responses
 from dtq.conf import dtq_settings
 from dtq.engine import ops, records
 from dtq.engine.keys import QUEUE_NAME, check_queue_name
-from dtq.models import PERM_PAUSE, PERM_PURGE
+from dtq.models import PERM_PAUSE, PERM_PURGE, PERM_VIEW
 
 QUEUE_PARAM = OpenApiParameter(
     "name", str, OpenApiParameter.PATH, pattern=QUEUE_NAME.pattern, description="queue name"
@@ -108,6 +108,41 @@ class QueueResume(QueuePause):
     def post(self, request: Request, name: str) -> Response:
         """Resume a paused queue."""
         return super().post(request, name)
+
+
+class QueueLimitsView(DtqView):
+    """A queue's own flow-control limits."""
+
+    permissions = {"GET": PERM_VIEW, "PUT": PERM_PAUSE}
+
+    @document(
+        operation_id="queues_limits_retrieve",
+        parameters=[QUEUE_PARAM],
+        responses={200: responses.QueueLimitsResult, **error_responses(400, 401, 403, 503)},
+    )
+    def get(self, request: Request, name: str) -> Response:
+        """Show a queue's max concurrency and rate, the slots in use and the tasks waiting."""
+        queue_name(name)
+        return render(responses.QueueLimitsResult, {"queue": name, **ops.queue_limits(name)})
+
+    @document(
+        operation_id="queues_limits_update",
+        parameters=[QUEUE_PARAM],
+        request=inputs.QueueLimitsRequest,
+        responses={
+            200: responses.QueueLimitsResult,
+            **error_responses(400, 401, 403, 404, 413, 415, 503),
+        },
+    )
+    def put(self, request: Request, name: str) -> Response:
+        """Change a queue's limits at run time (audited); waiters with room start at once."""
+        queue_name(name)
+        data = valid(inputs.QueueLimitsRequest, body(request)).validated_data
+        changes = {k: data[k] for k in ("max_concurrency", "rate") if k in data}
+        limits = ops.set_queue_limits(
+            name, actor=self.actor(), burst=data.get("burst"), reason=data["reason"], **changes
+        )
+        return render(responses.QueueLimitsResult, {"queue": name, **limits})
 
 
 class QueuePurge(DtqView):
