@@ -37,6 +37,7 @@ PAGES: list[tuple[str, Any, str]] = [
     ("queues/<str:queue>/pause/", queues.queue_pause, "queue_pause"),
     ("queues/<str:queue>/resume/", queues.queue_resume, "queue_resume"),
     ("queues/<str:queue>/purge/", queues.queue_purge, "queue_purge"),
+    ("queues/<str:queue>/limits/", queues.queue_limits, "queue_limits"),
 ]
 
 

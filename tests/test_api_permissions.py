@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -39,6 +41,8 @@ ENDPOINTS = [
     ("purge", "POST", "/api/dlq/purge/", {"queue": "tests", "reason": "r"}),
     ("pause", "POST", "/api/queues/tests/pause/", {}),
     ("pause", "POST", "/api/queues/tests/resume/", {}),
+    ("view", "GET", "/api/queues/tests/limits/", None),
+    ("pause", "PUT", "/api/queues/tests/limits/", {"max_concurrency": 3}),
     ("replay", "POST", "/api/bulk/retry/", {"q": ""}),
     ("replay", "POST", "/api/bulk/retry/start/", {"job": "0" * 32}),
     ("cancel", "POST", "/api/bulk/cancel/", {"q": ""}),
@@ -61,6 +65,8 @@ IDS = [f"{method} {url} needs {action}" for action, method, url, _ in ENDPOINTS]
 
 
 def call(client: APIClient, method: str, url: str, data: object) -> object:
+    if method == "PUT":
+        return client.generic(method, url, json.dumps(data), content_type="application/json")
     if method in ("PATCH", "DELETE"):
         return client.generic(method, url, "{}", content_type="application/json")
     return client.get(url) if method == "GET" else post(client, url, data)

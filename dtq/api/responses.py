@@ -115,6 +115,13 @@ class TaskDetail(TaskSummary):
     cancel_requested = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(allow_blank=True, default="")
     attempt_runs = AttemptRun(many=True, default=list, help_text="run time of each attempt")
+    waiting = serializers.SerializerMethodField(
+        help_text="why a QUEUED or PENDING task is held back by a limit (flow control), or null"
+    )
+
+    def get_waiting(self, record: dict[str, Any]) -> str | None:
+        held = record.get("state") in ("QUEUED", "PENDING")
+        return (record.get("waiting") or None) if held else None
 
 
 def task_summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -163,6 +170,21 @@ class ActionResult(serializers.Serializer):
     outcome = serializers.CharField()
 
 
+class QueueLimits(serializers.Serializer):
+    """A queue's own flow-control limits and their use (docs/flow-control.md)."""
+
+    max_concurrency = serializers.IntegerField(allow_null=True)
+    rate = serializers.CharField(allow_null=True, help_text='e.g. "20/s" or "100/m (burst 5)"')
+    in_use = serializers.IntegerField(help_text="slots of the queue's own limit held now")
+    waiting = serializers.IntegerField(help_text="tasks waiting for the queue's own limit")
+    slots_held = serializers.IntegerField(help_text="every slot held (queue and task limits)")
+    tasks_waiting = serializers.IntegerField(help_text="every task waiting for a slot")
+
+
+class QueueLimitsResult(QueueLimits):
+    queue = serializers.CharField()
+
+
 class Percentiles(serializers.Serializer):
     """Quantiles of one latency, interpolated from the queue's histogram (as /metrics has it)."""
 
@@ -191,6 +213,7 @@ class QueueSummary(serializers.Serializer):
     dlq = serializers.IntegerField()
     counters = serializers.DictField(child=serializers.IntegerField())
     oldest_waiting_age = serializers.FloatField(allow_null=True)
+    limits = QueueLimits()
     percentiles = QueuePercentiles(source="latency")
 
     def to_representation(self, instance: Any) -> Any:

@@ -50,6 +50,7 @@ urlpatterns = [
     path("queues/<str:name>/", queues.QueueDetailView.as_view(), name="queue-detail"),
     path("queues/<str:name>/pause/", queues.QueuePause.as_view(), name="queue-pause"),
     path("queues/<str:name>/resume/", queues.QueueResume.as_view(), name="queue-resume"),
+    path("queues/<str:name>/limits/", queues.QueueLimitsView.as_view(), name="queue-limits"),
     path("queues/<str:name>/purge/", queues.QueuePurge.as_view(), name="queue-purge"),
     path("dlq/", dlq.DlqCollection.as_view(), name="dlq-list"),
     path("dlq/replay/", dlq.DlqBulkReplay.as_view(), name="dlq-replay-bulk"),

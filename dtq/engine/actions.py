@@ -24,6 +24,7 @@ class AuditAction(StrEnum):
     PERIODIC_RUN = "periodic_run"
     PERIODIC_EDIT = "periodic_edit"
     SUBMIT = "submit"
+    QUEUE_LIMIT = "queue_limit"
 
     @property
     def label(self) -> str:
@@ -43,6 +44,7 @@ LABELS = {
     AuditAction.PERIODIC_RUN: "run schedule now",
     AuditAction.PERIODIC_EDIT: "edit schedule",
     AuditAction.SUBMIT: "run a task by hand",
+    AuditAction.QUEUE_LIMIT: "change queue limits",
 }
 
 # AuditEntry.action's choices (the migrations hold the same list, in this order).

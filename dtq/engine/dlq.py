@@ -111,7 +111,7 @@ def replay_entries(
             queue,
             to_queue or queue,
             _refs(queue, usable),
-            int(dtq_settings.DEFAULT_MAX_ATTEMPTS),
+            dtq_settings.DEFAULT_MAX_ATTEMPTS,
             [e["entry_id"] for e in usable],
             kept,
         )

@@ -147,6 +147,7 @@ class NewTask(NamedTuple):
     idempotency_key: str | None
     fingerprint: str  # of name and payload; '' without an idempotency key
     max_depth: int  # the queue's depth limit, 0 = none
+    limits: str  # the record's flow-control 'lim' field (engine/limits.py); '' = none
 
 
 def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
@@ -170,6 +171,7 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.idempotency_key or "",
             task.fingerprint,
             task.max_depth,
+            task.limits,
         ]
     return _build(keys, queues, refs, *args)
 
@@ -361,6 +363,23 @@ def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> boo
     token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
     call = _build(keys, [queue], (), "1" if paused else "0", reason, token)
     return bool(_call(client, "pause", call))
+
+
+class LimitsSet(NamedTuple):
+    """limits.lua's answer: the queue's own concurrency limit's waiters and slots after it."""
+
+    waiting: int
+    held: int
+
+
+def set_limits(
+    client: Any, keys: Keys, queue: str, max_concurrency: int | None, rate: str, change: bool
+) -> LimitsSet:
+    """Set a queue's limits (rate: Rate.encoded() or '') and wake waiters there is room for."""
+    conc = "" if max_concurrency is None else max_concurrency
+    call = _build(keys, [queue], (), conc, rate, "1" if change else "0")
+    waiting, held = _call(client, "limits", call)
+    return LimitsSet(int(waiting), int(held))
 
 
 def replay(

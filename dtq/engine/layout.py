@@ -43,10 +43,16 @@ def _shared_keys(keys: Keys, minute: int) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def queue_block(keys: Keys, queue: str) -> tuple[str, ...]:
-    """Return the fourteen keys of one queue, in lib.lua order (cached: the hot paths)."""
+    """Return the eighteen keys of one queue, in lib.lua order (cached: the hot paths)."""
     block = [keys.index(queue, state) for state in STATE_ORDER]
     block += [keys.stats(queue), keys.dlq(queue)]
     block += [keys.stream(queue, band) for band in BANDS]
+    block += [
+        keys.limits(queue),
+        keys.limit_held(queue),
+        keys.limit_wait(queue),
+        keys.limit_rate(queue),
+    ]
     return tuple(block)
 
 
@@ -70,10 +76,10 @@ def build(
     header: list[str | int] = [
         len(queues),
         len(task_list),
-        int(s.EVENT_STREAM_MAXLEN),
-        int(s.RETENTION),
-        int(s.RESULT_TTL),
-        int(s.IDEMPOTENCY_TTL),
+        s.EVENT_STREAM_MAXLEN,
+        s.RETENTION,
+        s.RESULT_TTL,
+        s.IDEMPOTENCY_TTL,
         GROUP,
         *queues,
     ]

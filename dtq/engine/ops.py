@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, gateway, ids, layout, records
+from dtq.engine import cursors, gateway, ids, layout, limits, records
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
@@ -52,9 +52,11 @@ __all__ = [
     "preview_purge",
     "purge_dlq",
     "purge_queue",
+    "queue_limits",
     "replay",
     "replay_many",
     "resume_queue",
+    "set_queue_limits",
 ]
 
 CANCEL_ATTEMPTS = 3  # a task replayed into another queue mid-cancel is looked up again
@@ -158,6 +160,71 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
         if not changed:
             report.detail = f"queue was already {'paused' if paused else 'running'}"
         return bool(changed)
+
+
+# ----- flow control ----------------------------------------------------------------------
+
+UNSET: Any = object()  # a limit the caller leaves as it is
+
+
+def set_queue_limits(
+    queue: str,
+    *,
+    actor: Actor,
+    max_concurrency: int | None = UNSET,
+    rate: str | None = UNSET,
+    burst: int | None = None,
+    reason: str = "",
+) -> records.QueueLimits:
+    """Set or clear (None) a queue's own concurrency and rate limits; return them after.
+
+    Waiters the new concurrency limit has room for are woken (all of them when it is cleared).
+    Bad values raise InvalidOperation, before the audit row, naming what is wrong.
+    """
+    reason = _reason(reason)
+    _queue(queue)
+    current = records.queue_overview(queue)["limits"]
+    conc = current["max_concurrency"] if max_concurrency is UNSET else max_concurrency
+    try:
+        conc = None if conc is None else limits.check_concurrency(conc)
+        if rate is UNSET:
+            encoded = _current_rate(queue) if burst is None else _rebursted(queue, burst)
+        else:
+            encoded = "" if rate is None else limits.parse_rate(rate, burst).encoded()
+    except ValueError as exc:
+        raise InvalidOperation(str(exc)) from None
+    params = {"max_concurrency": conc, "rate": records.rate_text(encoded)}
+    with audited(
+        actor, AuditAction.QUEUE_LIMIT, queue=queue, reason=reason, parameters=params
+    ) as report:
+        if queue not in records.queue_names():
+            _target(queue)
+        change = True
+        for _ in range(1000):  # each call wakes a bounded number of waiters
+            after = gateway.set_limits(get_client(), _keys(), queue, conc, encoded, change)
+            change = False
+            if not after.waiting or (conc is not None and after.held >= conc):
+                break
+        report.affected = 1
+    return records.queue_overview(queue)["limits"]
+
+
+def queue_limits(queue: str) -> records.QueueLimits:
+    """Return a queue's own limits and their use (a read: no audit row)."""
+    return records.queue_overview(_queue(queue))["limits"]
+
+
+def _current_rate(queue: str) -> str:
+    rate = get_client().hget(_keys().limits(queue), "rate")
+    return str(rate or "")
+
+
+def _rebursted(queue: str, burst: int) -> str:
+    rate = _current_rate(queue)
+    if not rate:
+        raise ValueError("burst needs a rate: give the rate too")
+    count, period, _ = rate.split("|")
+    return limits.Rate(int(count), int(period), limits.check_burst(burst)).encoded()
 
 
 # ----- DLQ -------------------------------------------------------------------------------

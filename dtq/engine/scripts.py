@@ -36,6 +36,7 @@ NAMES = (
     "op_renew",
     "op_finish",
     "progress",
+    "limits",
 )
 # Standalone scripts: one schedule's state hash, none of lib.lua's layout.
 STANDALONE = ("periodic_claim", "periodic_commit", "periodic_resume")

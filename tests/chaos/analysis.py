@@ -16,6 +16,7 @@ CLASS_OF_NAME = {
     "chaos.flaky": "flaky",
     "chaos.poison": "poison",
     "chaos.crasher": "crasher",
+    "chaos.limited": "limited",
     "chaos.sleep": "slow",
     "chaos.async_sleep": "long",
     "chaos.tick": "periodic",  # fired by the schedulers, not submitted by the load

@@ -21,7 +21,17 @@ from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
 CLOCK_SLACK = 0.05  # seconds: Redis TIME (claim events) against the witness' time.time()
-SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem", "periodic"}
+SUCCESSFUL = {
+    "ordinary",
+    "async",
+    "flaky",
+    "slow",
+    "long",
+    "delayed",
+    "idem",
+    "periodic",
+    "limited",
+}
 
 
 @dataclass(slots=True)
@@ -323,6 +333,44 @@ def periodic_slots(d: RunData) -> Check:
     return _check(name, bad, summary)
 
 
+def limit_held(d: RunData) -> Check:
+    """No more 'limited' tasks ran at once than their max_concurrency, and none is left waiting.
+
+    An execution counts from its start to its end, or to the moment its worker was killed or
+    frozen (a frozen worker's attempt is reclaimed after its lease and its slot handed on:
+    that is the design, not an overlap).
+    """
+    from tests.chaos.tasks import LIMITED_CONCURRENCY
+
+    faults: dict[int, list[float]] = defaultdict(list)
+    for fault in d.process_faults:
+        faults[fault.pid].append(fault.t)
+    marks: list[tuple[float, int, str]] = []
+    for tid, runs in d.executions.items():
+        for ex in runs:
+            if ex.cls != "limited":
+                continue
+            stop = min([t for t in faults[ex.pid] if t >= ex.start] + [ex.end or float("inf")])
+            if stop == float("inf"):
+                continue  # no end and no fault seen: nothing to bound it by
+            marks += [(ex.start, 1, tid), (stop, -1, tid)]
+    running: set[str] = set()
+    most, bad = 0, []
+    for t, step, tid in sorted(marks, key=lambda m: (m[0], m[1])):  # ends first at a tie
+        if step > 0:
+            running.add(tid)
+        else:
+            running.discard(tid)
+        most = max(most, len(running))
+        if step > 0 and len(running) > LIMITED_CONCURRENCY:
+            bad.append(f"at {t:.3f}: {sorted(running)} ran at once")
+    left = d.snapshot.get("leftovers", {})
+    waiting = {k: v for k, v in left.items() if k.startswith("limit_")}
+    bad += [f"{name}={n} left after the drain" for name, n in waiting.items() if n]
+    summary = f"most at once={most} (limit {LIMITED_CONCURRENCY}); after the drain {waiting}"
+    return _check("concurrency limit held, nothing left waiting", bad, summary)
+
+
 def nothing_in_flight(d: RunData) -> Check:
     """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
     left = dict(d.snapshot.get("leftovers", {}))
@@ -388,6 +436,7 @@ CHECKS: list[Callable[[RunData], Check]] = [
     idempotency,
     periodic_slots,
     nothing_in_flight,
+    limit_held,
     counters_agree,
     workers_resume,
 ]

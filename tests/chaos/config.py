@@ -24,6 +24,7 @@ DEFAULT_MIX: dict[str, float] = {
     "long": 1.5,
     "delayed": 12,
     "idem": 8,
+    "limited": 8,  # max_concurrency=2 (flow control): the checker verifies the limit held
 }
 
 

@@ -99,6 +99,9 @@ class Load:
             failures = rng.randint(1, 2)
             task = tasks.flaky.using(max_attempts=failures + 2)
             return task, (failures,), {}, {"max_attempts": failures + 2, "failures": failures}
+        if cls == "limited":
+            seconds = round(rng.uniform(0.05, 0.3), 3)
+            return tasks.limited, (seconds,), {}, {"max_attempts": 3}
         if cls == "poison":
             return tasks.poison, (), {}, {"max_attempts": 3}
         if cls == "crasher":

@@ -44,6 +44,8 @@ def leftovers(client: redis.Redis, keys: Keys) -> dict[str, int]:
     out = {"running": running, "schedule": schedule}
     out.update({f"index_{s.lower()}": n for s, n in zip(NOT_DONE, rest, strict=False)})
     out["stream_entries"] = sum(rest[len(NOT_DONE) :])
+    out["limit_slots_held"] = int(client.zcard(keys.limit_held(QUEUE)))
+    out["limit_waiting"] = int(client.zcard(keys.limit_wait(QUEUE)))
     out["pending"] = pending_entries(client, keys)
     return out
 

@@ -113,6 +113,22 @@ def crasher(context: dtq.TaskContext) -> None:
     os.kill(os.getpid(), signal.SIGKILL)
 
 
+LIMITED_CONCURRENCY = 2  # the checker verifies no more ran at once, whatever the faults
+
+
+@dtq.task(
+    name="chaos.limited",
+    queue_name=QUEUE,
+    takes_context=True,
+    max_concurrency=LIMITED_CONCURRENCY,
+)
+def limited(context: dtq.TaskContext, seconds: float) -> int:
+    """A short task of which at most LIMITED_CONCURRENCY run at once, fleet-wide."""
+    with execution(context, "limited"):
+        sleep_unless_cancelled(context, seconds)
+    return context.attempt
+
+
 @dtq.task(name="chaos.sleep", queue_name=QUEUE, takes_context=True)
 def sleeper(context: dtq.TaskContext, seconds: float) -> int:
     """Run for `seconds` (slow: near the lease timeout; long: several of them)."""

@@ -293,3 +293,26 @@ def test_a_failpoint_freeze_explains_the_reclaim_it_caused() -> None:
     unexplained_reclaim(raw)
     freeze_pid_11(raw, T0 + 0.2, 3.5)
     assert failures(raw) == []
+
+
+def test_limit_held_catches_one_run_too_many_but_not_a_frozen_worker() -> None:
+    from tests.chaos.check import limit_held
+
+    def run(*spans: tuple[str, int, float, float | None]) -> model.RunData:
+        data = model.RunData({}, "p", [], [], [], [], [], {"leftovers": {"limit_waiting": 0}})
+        for tid, pid, start, end in spans:
+            ex = model.Execution(tid, 1, pid, start, "limited", end=end)
+            data.executions.setdefault(tid, []).append(ex)
+        return data
+
+    three = run(("t1", 1, T0, T0 + 1), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.2, T0 + 1))
+    assert not limit_held(three).ok
+    in_turn = run(("t1", 1, T0, T0 + 1), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 1, T0 + 2))
+    assert limit_held(in_turn).ok
+    # Worker 1 froze at T0 + 0.5: its attempt's slot went to t3, which is not an overlap.
+    frozen = run(("t1", 1, T0, T0 + 5), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.6, T0 + 1))
+    frozen.process_faults.append(model.ProcessFault(T0 + 0.5, "pause", 1, "w1", "worker"))
+    assert limit_held(frozen).ok
+    left = run()
+    left.snapshot["leftovers"]["limit_waiting"] = 1
+    assert not limit_held(left).ok

@@ -328,3 +328,36 @@ async def asteps(context: dtq.TaskContext, n: int) -> int:
     for i in range(1, n + 1):
         await context.aprogress(i / n, f"async step {i}")
     return n
+
+
+# ----- flow control (tests/test_flow_control.py) ------------------------------------------
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_concurrency=2)
+def pair_limited(context: dtq.TaskContext, seconds: float) -> None:
+    """Witness start and end around a sleep; at most two run at once, fleet-wide."""
+    witness("pair_limited", context, phase="start")
+    time.sleep(seconds)
+    witness("pair_limited", context, phase="end")
+
+
+@dtq.task(queue_name="tests", takes_context=True, rate_limit="20/s")
+def rated(context: dtq.TaskContext) -> None:
+    """Witness the start; at most 20 starts a second, fleet-wide."""
+    witness("rated", context)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_concurrency=1, concurrency_key="customer")
+def per_customer(context: dtq.TaskContext, customer: str, seq: int, seconds: float) -> None:
+    """Witness start and end; one at a time per customer, in submission order."""
+    witness("per_customer", context, phase="start", customer=customer, seq=seq)
+    time.sleep(seconds)
+    witness("per_customer", context, phase="end", customer=customer, seq=seq)
+
+
+@dtq.task(queue_name="tests", takes_context=True, queues=OTHER_QUEUES)
+def paced(context: dtq.TaskContext, seconds: float) -> None:
+    """Witness start and end around a sleep (no limits of its own: for queue limits)."""
+    witness("paced", context, phase="start")
+    time.sleep(seconds)
+    witness("paced", context, phase="end")

@@ -13,7 +13,7 @@
 local reason, token = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local tk, ik = tkey(1, 1), tkey(1, 3)
 local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue',
-  'cancel_token')
+  'cancel_token', 'name', 'lim', 'lh', 'lw')
 local id, state = r[1], r[2]
 if not id then return {'missing'} end
 if r[7] == token then return {state == 'RUNNING' and 'requested' or 'cancelled'} end
@@ -25,6 +25,7 @@ if state == 'RUNNING' then
   return {'requested'}
 end
 redis.call('ZREM', KEYS[K_SCHEDULE], id)
+release(tk, id, 1, r[8], r[9], r[10], r[11])  -- leave a limit's waiting line, hand on its slot
 -- A QUEUED task's entry may already sit in a worker's PEL: acknowledging it here makes that
 -- worker's claim absorb it instead of running the task.
 ack(1, r[3], r[4])

@@ -9,6 +9,7 @@
 --   and resent, 1 when an earlier send of this call recorded it (state: the task's state now).
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
 -- result / schedule / DLQ -> event -> idempotency record -> XACK (batched, last of all).
+-- The attempt's concurrency slots are released here too (lib.lua's release), waking waiters.
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
 -- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome
 -- recorded already is this call sent again: 1, and nothing is written.
@@ -27,7 +28,7 @@ for ti = 1, NT do
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
-    'history_n', 'history', 'cancel', 'idem', 'worker')
+    'history_n', 'history', 'cancel', 'idem', 'worker', 'name', 'lim', 'lh')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
   -- redis-py resends a call whose reply a dropped connection lost. A success of this attempt
@@ -51,6 +52,7 @@ for ti = 1, NT do
     end
     fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
     zset(KEYS[K_RUNNING], id, false)
+    release(tk, id, qi, r[11], r[12], r[13], nil)  -- the attempt's slots pass to waiters
     if outcome == 'retry' and r[8] == '1' then
       outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
     end
