@@ -22,15 +22,22 @@ def loads(text: str | bytes) -> Any:
 
 
 def encode_payload(
-    args: Sequence[Any], kwargs: dict[str, Any], limit: int, ctx: dict[str, Any] | None = None
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    limit: int,
+    ctx: dict[str, Any] | None = None,
+    workflow: str = "",
 ) -> str:
     """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes.
 
-    ctx holds the propagated context values (dtq.propagation), stored only when there are any.
+    ctx holds the propagated context values (dtq.propagation), stored only when there are any;
+    workflow names the workflow of a member task (read by the worker to count its outcome).
     """
     envelope: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
     if ctx:
         envelope["ctx"] = ctx
+    if workflow:
+        envelope["wf"] = workflow
     try:
         text = orjson.dumps(envelope)
     except TypeError as exc:

@@ -42,6 +42,7 @@ class Attempt:
     retry: str
     idem: str
     queue: str = ""
+    workflow: str = ""  # the workflow this task is a member of ('' for none)
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)
     # Past this instant on the lease clock (dtq.engine.clock) the handler must not start.

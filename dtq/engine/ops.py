@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, ids, layout, records
+from dtq.engine import cursors, ids, layout, records, workflows
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
@@ -109,12 +109,18 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
-        queue, idem = client.hmget(keys.task(task_id), "queue", "idem")
+        queue, idem, payload = client.hmget(keys.task(task_id), "queue", "idem", "payload")
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
-        key_list, argv = layout.build(keys, [queue], [layout.TaskRef(task_id, queue, idem or "")])
-        reply = Scripts.of(client).cancel(keys=key_list, args=[*argv, reason])
+        workflow_id = workflows.member_of(payload or "")
+        wf = [workflow_id] if workflow_id else []
+        ref = layout.TaskRef(task_id, queue, idem or "")
+        key_list, argv = layout.build(keys, [queue], [ref], wf)
+        trailer = layout.workflow_trailer(wf, wf)
+        reply = Scripts.of(client).cancel(keys=key_list, args=[*argv, reason, *trailer])
+        if workflow_id and reply[0] == "cancelled":
+            workflows.advance_all([workflow_id])  # a dependent may be ready (policy continue)
         if reply[0] == "finished":
             raise TaskAlreadyFinished(task_id, reply[1])
         if reply[0] == "missing":

@@ -8,7 +8,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import dlq, failpoints, layout
+from dtq.engine import dlq, failpoints, layout, workflows
 from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
@@ -43,6 +43,7 @@ class Reaper(Periodic):
         settled = self.reclaim_expired_leases()
         settled += self.settle_dead_consumers()
         settled += self.sweep_idle_entries()
+        settled += workflows.advance_due(self.keys)  # workflows left due by a dead process
         if time.monotonic() - self.last_retention > RETENTION_EVERY:
             self.apply_retention()
             self.last_retention = time.monotonic()

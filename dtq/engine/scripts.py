@@ -29,6 +29,7 @@ NAMES = (
     "op_renew",
     "op_finish",
     "progress",
+    "workflow_sync",
 )
 
 

@@ -48,6 +48,7 @@ class Submission:
     retry: dict[str, float] = field(default_factory=dict)
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
+    workflow: str = ""  # the workflow this task is a member of (dtq.engine.workflows)
 
 
 @dataclass(frozen=True, slots=True)
@@ -92,7 +93,9 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     """Return the 14 submit.lua fields of one validated submission."""
     s = dtq_settings
     ctx = propagation.capture()
-    payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx)
+    payload = codec.encode_payload(
+        sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx, workflow=sub.workflow
+    )
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)

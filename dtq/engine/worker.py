@@ -18,7 +18,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, failpoints, layout
+from dtq.engine import clock, failpoints, layout, workflows
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.errors import PermanentError
@@ -270,6 +270,7 @@ class Worker(LivenessMixin, ReadingMixin):
         ]
         for att in attempts:
             att.lease_until = start_by(sent, lease)
+            att.workflow = workflows.member_of(att.payload)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
@@ -468,11 +469,20 @@ class Worker(LivenessMixin, ReadingMixin):
                 out.history,
                 out.delay_ms,
             ]
-        keys, argv = layout.build(self.keys, queues, refs)
+        members = [att.workflow for att, _ in batch]
+        wf_ids = list(dict.fromkeys(w for w in members if w))
+        keys, argv = layout.build(self.keys, queues, refs, wf_ids)
         dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
+        trailer = layout.workflow_trailer(wf_ids, members) if wf_ids else []
         applied = await self._flusher.script(
-            self._scripts.finalize, keys, [*argv, dlq, self.worker_id, *args]
+            self._scripts.finalize, keys, [*argv, dlq, self.worker_id, *args, *trailer]
         )
+        if wf_ids:
+            # finalize counted the members; submit what became ready (the reaper does it for
+            # a workflow left due if this process dies first).
+            if failpoints.ACTIVE:
+                failpoints.hit("worker.before_workflow_advance")
+            await asyncio.to_thread(workflows.advance_all, wf_ids)
         for (att, _), ok in zip(batch, applied, strict=True):
             if not ok:
                 log.warning(

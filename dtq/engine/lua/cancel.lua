@@ -1,7 +1,8 @@
 -- cancel.lua: cancel one task, or ask its worker to stop it.
 -- KEYS: lib layout with the task's queue block and its task block (record, result,
 --   idempotency record).
--- ARGV after the header: 1 reason
+-- ARGV after the header: 1 reason, then lib.lua's workflow trailer (wf_args): a member
+--   cancelled here is counted in its workflow in this call
 -- Reply: {'cancelled'} waiting tasks (PENDING, QUEUED, RETRYING) at once |
 --        {'requested'} a RUNNING task: its worker learns it from the renew.lua reply, and the
 --          task ends CANCELLED only when the handler stops by raising TaskCancelled |
@@ -9,6 +10,7 @@
 --        {'moved', queue} the record belongs to another queue (replayed elsewhere since the
 --          caller looked): call again with that queue's block
 local reason = ARGV[ARG0 + 1]
+wf_args(ARG0 + 2)
 local tk, ik = tkey(1, 1), tkey(1, 3)
 local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue')
 local id, state = r[1], r[2]
@@ -29,4 +31,5 @@ redis.call('HSET', tk, 'delivery', '', 'cancel_reason', reason,
 move(tk, id, 1, state, 'CANCELLED')
 emit('TASK_CANCELLED', id, 1, 'CANCELLED', r[5], {reason = reason})
 settle_idempotency(tk, ik, 'failed')
+wf_note(1, id, 1, 'CANCELLED', cjson.encode({class = 'dtq.TaskCancelled', message = reason}))
 return {'cancelled'}

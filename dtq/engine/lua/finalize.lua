@@ -4,6 +4,8 @@
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
 --   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
+--   then lib.lua's workflow trailer (wf_args): members' final states are counted in their
+--   workflows in this same call (wf_note), so the fan-in is exact
 -- Reply: one integer per outcome: 1 applied, 0 rejected by the fence.
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
 -- result / schedule / DLQ -> event -> idempotency record -> XACK (batched, last of all).
@@ -17,6 +19,7 @@
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local use_dlq, worker = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local out = {}
+wf_args(ARG0 + 3 + NT * 8)
 
 for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
@@ -58,6 +61,7 @@ for ti = 1, NT do
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
+      wf_note(ti, id, qi, 'SUCCEEDED', data)
     elseif outcome == 'retry' then
       local due = NOW + tonumber(delay)
       for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
@@ -71,9 +75,11 @@ for ti = 1, NT do
       move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
       emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
       settle_idempotency(tk, ik, 'failed', r[9])
+      wf_note(ti, id, qi, 'CANCELLED', data)
     else
       redis.call('HSET', tk, unpack(fields))
       dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
+      wf_note(ti, id, qi, use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED', data)
     end
     ack(qi, band, eid)
     table.insert(out, 1)
