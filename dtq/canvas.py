@@ -90,9 +90,7 @@ class Signature(Canvas):
 
             sub = submission(task, self.args, self.kwargs)
         if sub.idempotency_key is not None:
-            raise InvalidTaskError(
-                f"{sub.name}: a workflow member cannot carry an idempotency key"
-            )
+            raise InvalidTaskError(f"{sub.name}: a workflow member cannot carry an idempotency key")
         if sub.delay:
             raise InvalidTaskError(f"{sub.name}: a workflow member cannot have run_after")
         return sub

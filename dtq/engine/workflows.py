@@ -182,7 +182,7 @@ def advance(workflow_id: str, *, sweep: bool = False) -> str:
     sweep also counts members that reached a final state by a path that does not count
     (workflow_sync.lua reads their records); the reaper sweeps workflows that stayed due.
     """
-    client = get_client()
+    client: Any = get_client()
     keys = _keys(workflow_id)
     seen = client.zscore(keys.workflows_due, workflow_id)
     state = client.hget(keys.workflow(workflow_id), "state")
@@ -216,7 +216,7 @@ def advance_all(workflow_ids: Iterable[str]) -> None:
 
 def advance_due(keys: Keys, limit: int = 50) -> int:
     """Advance (with a sweep) the workflows of this shard due for a while; return how many."""
-    client = get_client()
+    client: Any = get_client()
     now = int(time.time() * 1000)
     due = client.zrangebyscore(keys.workflows_due, "-inf", now - STALE_MS, start=0, num=limit)
     for workflow_id in due:
@@ -241,7 +241,9 @@ def _release_ready(client: Any, keys: Keys, workflow_id: str) -> None:
             for spec, task_id in zip(parsed, specs[len(batch) :], strict=True)
         ]
         outcomes = submit_many(subs)
-        accepted = [m for m, out in zip(batch, outcomes, strict=True) if not isinstance(out, SubmitError)]
+        accepted = [
+            m for m, out in zip(batch, outcomes, strict=True) if not isinstance(out, SubmitError)
+        ]
         for m, out in zip(batch, outcomes, strict=True):
             if isinstance(out, SubmitError):
                 log.warning("workflow_id=%s member=%s: not submitted yet: %s", workflow_id, m, out)
@@ -371,7 +373,7 @@ def cancel(workflow_id: str) -> str:
     Return the state it had ('RUNNING' or 'FAILED' when it was cancelled now; a finished
     workflow is left alone and its state returned).
     """
-    client = get_client()
+    client: Any = get_client()
     keys = _keys(check_id(workflow_id))
     wk = keys.workflow(workflow_id)
     with client.pipeline(transaction=True) as pipe:
@@ -437,7 +439,7 @@ class Workflow:
 
 def read(workflow_id: str, *, live_limit: int = 1000) -> Workflow:
     """Return a workflow and its members; live states of at most live_limit running members."""
-    client = get_client()
+    client: Any = get_client()
     keys = _keys(check_id(workflow_id))
     data = client.hgetall(keys.workflow(workflow_id))
     if not data:
