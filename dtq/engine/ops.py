@@ -38,6 +38,7 @@ __all__ = [
     "PurgePreview",
     "PurgeResult",
     "cancel",
+    "cancel_workflow",
     "discard",
     "discard_many",
     "pause_queue",
@@ -128,6 +129,22 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
         if reply[0] != "moved":
             return str(reply[0])
     raise DtqError(f"task {task_id} keeps moving between queues; try again")
+
+
+def cancel_workflow(workflow_id: str, *, actor: Actor, reason: str = "") -> str:
+    """Cancel a workflow: nothing more starts, waiting and running members are cancelled.
+
+    Return the state it had: RUNNING or FAILED (cancelled now), or SUCCEEDED / CANCELLED
+    (nothing done). Raises WorkflowNotFound.
+    """
+    reason = _reason(reason)
+    workflows.check_id(workflow_id)
+    with audited(actor, "cancel", task_id=workflow_id, reason=reason) as report:
+        report.parameters["workflow"] = workflow_id
+        before = workflows.cancel(workflow_id)
+        report.affected = 1 if before in ("RUNNING", "FAILED") else 0
+        report.parameters["outcome"] = before
+        return before
 
 
 # ----- pause / resume --------------------------------------------------------------------
