@@ -418,6 +418,7 @@ class Member:
     deps: list[int]
     result: Any = None
     error: Any = None
+    submitted: bool = False  # its task record exists (or existed): the task page has it
 
 
 @dataclass(frozen=True, slots=True)
@@ -487,4 +488,5 @@ def _member(data: dict[str, str], m: int, wstate: str, live: dict[int, str | Non
         deps=spec["deps"],
         result=codec.loads(result) if result else None,
         error=codec.loads(error) if error else None,
+        submitted=f"q:{m}" in data or f"s:{m}" in data,
     )

@@ -375,6 +375,8 @@ local function wf_note(ti, id, qi, state, data)
       if redis.call('HINCRBY', wk, 'n:' .. w, -1) == 0 then redis.call('SADD', wkey(wi, 2), w) end
     end
   end
+  emit('WORKFLOW_MEMBER_FINISHED', id, qi, state, 0, {workflow = wid, done = done,
+    total = tonumber(r[5])})
   local new = wstate
   if wstate ~= 'CANCELLED' then
     if done >= tonumber(r[5]) then
