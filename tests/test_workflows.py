@@ -150,3 +150,16 @@ def test_bad_input_is_refused_before_anything_is_written(dtq_env: Env) -> None:
     with pytest.raises(dtq.WorkflowNotFound):
         dtq.WorkflowResult.load("0" * 22)
     assert not list(dtq_env.client.scan_iter(f"{dtq_env.prefix}:*wf*"))
+
+
+def test_a_callback_whose_inputs_are_too_large_fails_instead_of_waiting(dtq_env: Env) -> None:
+    dtq_env.configure(MAX_PAYLOAD_BYTES=200)
+    dtq_env.worker("--concurrency", "4")
+    header = dtq.group(tasks.wf_add.s(10**15, i) for i in range(20))  # 20 x 16 digits > 200 B
+    wf = dtq.chord(header, tasks.wf_collect.s()).enqueue()
+    finished(dtq_env, wf)
+    assert wf.state == "FAILED"
+    callback = wf.members[-1]
+    assert callback.state == "FAILED"
+    assert "limit is 200" in callback.error["message"]
+    assert dtq_env.witnessed("wf_collect") == []

@@ -30,7 +30,7 @@ from typing import Any
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout
 from dtq.engine.connection import get_client
-from dtq.engine.errors import DtqError, InvalidTaskError, SubmitError
+from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import Keys
 from dtq.engine.scripts import Scripts
 from dtq.engine.state import TERMINAL_STATES
@@ -240,7 +240,14 @@ def _release_ready(client: Any, keys: Keys, workflow_id: str) -> None:
             _submission(spec, task_id, workflow_id, inputs)
             for spec, task_id in zip(parsed, specs[len(batch) :], strict=True)
         ]
-        outcomes = submit_many(subs)
+        outcomes: list[Any] = [None] * len(subs)
+        try:
+            outcomes = submit_many(subs)
+        except BulkSubmitError as exc:  # invalid (e.g. inputs too large): nothing was submitted
+            _fail_refused(client, keys, workflow_id, batch, subs, exc.errors)
+            keep = [i for i in range(len(subs)) if i not in exc.errors]
+            batch, subs = [batch[i] for i in keep], [subs[i] for i in keep]
+            outcomes = submit_many(subs) if subs else []
         accepted = [
             m for m, out in zip(batch, outcomes, strict=True) if not isinstance(out, SubmitError)
         ]
@@ -252,6 +259,26 @@ def _release_ready(client: Any, keys: Keys, workflow_id: str) -> None:
             pipe.hset(wk, mapping={f"q:{m}": 1 for m in accepted})
             pipe.srem(keys.workflow_ready(workflow_id), *accepted)
             pipe.execute()
+
+
+def _fail_refused(
+    client: Any,
+    keys: Keys,
+    workflow_id: str,
+    batch: list[int],
+    subs: list[Submission],
+    errors: dict[int, DtqError],
+) -> None:
+    """Count members whose submission was refused as FAILED, with the refusal as error."""
+    members = [(batch[i], str(subs[i].task_id), subs[i].queue) for i in errors]
+    refused = {
+        str(subs[i].task_id): codec.dumps({"class": type(exc).__name__, "message": str(exc)})
+        for i, exc in errors.items()
+    }
+    for m, task_id, _ in members:
+        log.warning("workflow_id=%s member=%s: refused: %s", workflow_id, m, refused[task_id])
+    _sync(client, keys, workflow_id, members, None, RECHECK_MS, refused)
+    client.srem(keys.workflow_ready(workflow_id), *[m for m, _, _ in members])
 
 
 def _inputs(client: Any, wk: str, specs: list[dict[str, Any]]) -> dict[int, Any]:
@@ -348,11 +375,14 @@ def _sync(
     members: list[tuple[int, str, str]],
     seen: float | None,
     next_ms: int,
+    refused: dict[str, str] | None = None,
 ) -> list[Any]:
+    """Run workflow_sync.lua; refused maps task ids never submitted to their error JSON."""
     queues: list[str] = []
     refs, args = [], []
     for _, task_id, queue in members:
-        args += [layout.queue_index(queues, queue), task_id]
+        error = (refused or {}).get(task_id, "")
+        args += [layout.queue_index(queues, queue), task_id, error]
         refs.append(layout.TaskRef(task_id, queue))
     key_list, argv = layout.build(keys, queues, refs, [workflow_id])
     trailer = layout.workflow_trailer([workflow_id], [workflow_id] * len(refs))
@@ -488,5 +518,5 @@ def _member(data: dict[str, str], m: int, wstate: str, live: dict[int, str | Non
         deps=spec["deps"],
         result=codec.loads(result) if result else None,
         error=codec.loads(error) if error else None,
-        submitted=f"q:{m}" in data or f"s:{m}" in data,
+        submitted=f"q:{m}" in data,
     )
