@@ -37,7 +37,8 @@ def graph(members: list[workflows.Member]) -> dict[str, Any]:
     """Return the boxes, edges and size of the SVG graph (at most MAX_DRAWN a column)."""
     level = levels(members)
     rows: dict[int, int] = {}
-    boxes, hidden = {}, {}
+    boxes: dict[int, dict[str, Any]] = {}
+    hidden: dict[int, int] = {}
     for member, col in zip(members, level, strict=True):
         row = rows.get(col, 0)
         rows[col] = row + 1
