@@ -163,3 +163,15 @@ def test_a_callback_whose_inputs_are_too_large_fails_instead_of_waiting(dtq_env:
     assert callback.state == "FAILED"
     assert "limit is 200" in callback.error["message"]
     assert dtq_env.witnessed("wf_collect") == []
+
+
+def test_django_tasks_on_dtq_backend_compose_too(dtq_env: Env) -> None:
+    from tests.testapp import django_tasks
+
+    dtq_env.worker()
+    first = dtq.signature(django_tasks.add, 1, 2)
+    wf = dtq.chain(first, dtq.signature(django_tasks.add, 10), tasks.wf_add.s(100)).enqueue()
+    finished(dtq_env, wf)
+    assert wf.state == "SUCCEEDED"
+    assert wf.results == [3, 13, 113]
+    assert [(r["a"], r["b"]) for r in dtq_env.witnessed("dj_add")] == [(1, 2), (3, 10)]
