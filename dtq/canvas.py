@@ -49,7 +49,7 @@ class Canvas:
         members: list[MemberSpec] = []
         result = self._compile(members, None)
         workflow_id = workflows.create(members, result, on_failure, self.label())
-        return WorkflowResult.load(workflow_id)
+        return WorkflowResult(workflow_id)  # read lazily: a big workflow is a big read
 
     def __or__(self, other: Canvas) -> Chain:
         return Chain((self, other))
@@ -211,11 +211,16 @@ class WorkflowResult:
         """
         return self.state in workflows.FINAL
 
+    def _read(self) -> Workflow:
+        if self.workflow is None:
+            self.refresh()
+        assert self.workflow is not None
+        return self.workflow
+
     @property
     def members(self) -> list[workflows.Member]:
         """Return the members in compile order (a chain's steps, a group's members...)."""
-        assert self.workflow is not None
-        return self.workflow.members
+        return self._read().members
 
     @property
     def results(self) -> list[Any]:
@@ -225,8 +230,7 @@ class WorkflowResult:
     @property
     def return_value(self) -> Any:
         """Return the workflow's result: a chain's last result, a group's list, a chord's body's."""
-        assert self.workflow is not None
-        return self.workflow.result
+        return self._read().result
 
     def wait(self, timeout: float = 30.0, interval: float = 0.05) -> WorkflowResult:
         """Refresh until finished or timeout seconds passed; return self."""
