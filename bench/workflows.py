@@ -85,6 +85,7 @@ def main() -> None:
             cpu1, c1 = snapshot(client)
             wall_drain = drain(env, opts.concurrency)
             cpu2, c2 = snapshot(client)
+            drained = delta(c1, c2)
             sent = delta(c0, c1)
             calls = sum(c for k, (c, _) in sent.items() if k in ("evalsha", "multi", "exec"))
             calls += (
@@ -104,6 +105,11 @@ def main() -> None:
             print(
                 "       enqueue commands: "
                 + ", ".join(f"{k} {c}" for k, (c, _) in sorted(sent.items()) if c)
+            )
+            top = sorted(drained.items(), key=lambda kv: -kv[1][1])[:8]
+            print(
+                "       drain usec/member by command: "
+                + ", ".join(f"{k} {u / n:.1f}" for k, (_, u) in top)
             )
             left = client.xlen(f"{PREFIX}:{{0}}:q:demo:1")
             if left:

@@ -14,6 +14,7 @@ from tests.testapp import tasks
 
 
 def finalize_twice(claimed: dict[str, Any], workflow_id: str, result: Any) -> list[Any]:
+    member = codec.loads(get_client().hget(keys().task(claimed["id"]), "payload"))["wfm"]
     """Send one finalize call of a member twice (a resend after a lost reply)."""
     scripts = Scripts.of(get_client())
     ref = layout.TaskRef(claimed["id"], "tests", claimed["idem"])
@@ -21,7 +22,7 @@ def finalize_twice(claimed: dict[str, Any], workflow_id: str, result: Any) -> li
     history = codec.dumps({"attempt": claimed["attempt"], "outcome": "success"})
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], "success"]
     args += [codec.dumps(result), history, 0]
-    trailer = layout.workflow_trailer([workflow_id], [workflow_id])
+    trailer = layout.workflow_trailer([workflow_id], [(workflow_id, member)])
     call = [*argv, "1", claimed["worker"], *args, *trailer]
     return [scripts.finalize(keys=k, args=call), scripts.finalize(keys=k, args=call)]
 
@@ -82,7 +83,7 @@ def test_cancel_sent_twice_counts_once(dtq_env: Env) -> None:
     task_id = result.members[0].task_id
     for expected in (["cancelled"], ["finished", "CANCELLED"]):
         reply = workflows.cancel_task_in_workflow(
-            client, dtq_env.keys, task_id, "tests", result.id, "by hand"
+            client, dtq_env.keys, task_id, "tests", (result.id, 0), "by hand"
         )
         assert reply == expected
     wk = dtq_env.keys.workflow(result.id)

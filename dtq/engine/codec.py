@@ -27,17 +27,19 @@ def encode_payload(
     limit: int,
     ctx: dict[str, Any] | None = None,
     workflow: str = "",
+    member: int = 0,
 ) -> str:
     """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes.
 
     ctx holds the propagated context values (dtq.propagation), stored only when there are any;
-    workflow names the workflow of a member task (read by the worker to count its outcome).
+    workflow and member name the workflow and place of a member task (the worker reads them
+    to count its outcome there).
     """
     envelope: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
     if ctx:
         envelope["ctx"] = ctx
     if workflow:
-        envelope["wf"] = workflow
+        envelope["wf"], envelope["wfm"] = workflow, member
     try:
         text = orjson.dumps(envelope)
     except TypeError as exc:

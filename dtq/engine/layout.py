@@ -71,14 +71,19 @@ def workflow_block(keys: Keys, workflow_id: str) -> list[str]:
     return [keys.workflow(workflow_id), keys.workflow_ready(workflow_id), keys.workflows_due]
 
 
-def workflow_trailer(workflows: Sequence[str], per_task: Sequence[str]) -> list[str | int]:
-    """Return the ARGV trailer lib.lua's wf_args reads: the workflows, then each task's block.
+def workflow_trailer(
+    workflows: Sequence[str], per_task: Sequence[tuple[str, int]]
+) -> list[str | int]:
+    """Return the ARGV trailer lib.lua's wf_args reads: the workflows, then each task's place.
 
-    per_task names each task block's workflow ('' for a task outside any workflow).
+    per_task gives each task block's (workflow id, member index); ('', 0) outside any workflow.
     """
     if not workflows:
         return [0]
-    return [len(workflows), *workflows, *(workflows.index(w) + 1 if w else 0 for w in per_task)]
+    places = [
+        field for w, m in per_task for field in ((workflows.index(w) + 1, m) if w else (0, 0))
+    ]
+    return [len(workflows), *workflows, *places]
 
 
 def build(

@@ -114,11 +114,11 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
-        workflow_id = workflows.member_of(payload or "")
+        workflow_id, member = workflows.member_of(payload or "")
         wf = [workflow_id] if workflow_id else []
         ref = layout.TaskRef(task_id, queue, idem or "")
         key_list, argv = layout.build(keys, [queue], [ref], wf)
-        trailer = layout.workflow_trailer(wf, wf)
+        trailer = layout.workflow_trailer(wf, [(workflow_id, member)])
         reply = Scripts.of(client).cancel(keys=key_list, args=[*argv, reason, *trailer])
         if workflow_id and reply[0] == "cancelled":
             workflows.advance_all([workflow_id])  # a dependent may be ready (policy continue)

@@ -49,6 +49,7 @@ class Submission:
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
     workflow: str = ""  # the workflow this task is a member of (dtq.engine.workflows)
+    workflow_member: int = 0  # its index among the workflow's members
 
 
 @dataclass(frozen=True, slots=True)
@@ -94,7 +95,7 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     s = dtq_settings
     ctx = propagation.capture()
     payload = codec.encode_payload(
-        sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx, workflow=sub.workflow
+        sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx, sub.workflow, sub.workflow_member
     )
     expires_at = 0
     if sub.ttl is not None:

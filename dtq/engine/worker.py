@@ -270,7 +270,7 @@ class Worker(LivenessMixin, ReadingMixin):
         ]
         for att in attempts:
             att.lease_until = start_by(sent, lease)
-            att.workflow = workflows.member_of(att.payload)
+            att.workflow, att.workflow_member = workflows.member_of(att.payload)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
@@ -469,8 +469,8 @@ class Worker(LivenessMixin, ReadingMixin):
                 out.history,
                 out.delay_ms,
             ]
-        members = [att.workflow for att, _ in batch]
-        wf_ids = list(dict.fromkeys(w for w in members if w))
+        members = [(att.workflow, att.workflow_member) for att, _ in batch]
+        wf_ids = list(dict.fromkeys(w for w, _ in members if w))
         keys, argv = layout.build(self.keys, queues, refs, wf_ids)
         dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
         trailer = layout.workflow_trailer(wf_ids, members) if wf_ids else []

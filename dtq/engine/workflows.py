@@ -13,7 +13,7 @@ count (workflow_sync.lua reads their records).
 
 Hash fields: id, state (RUNNING | SUCCEEDED | FAILED | CANCELLED), policy (stop | continue),
 total, done, bad, created_at, updated_at, label, result (the workflow's result expression);
-per member m: t:m task id, i:<task id> m, spec:m (JSON: name, queue, args, kwargs, options,
+per member m: t:m task id, spec:m (JSON: name, queue, args, kwargs, options,
 input, deps), n:m inputs still missing, d:m its dependents (comma list), q:m '1' once
 submitted, s:m its final state, r:m its result (JSON) or e:m its error (JSON).
 """
@@ -69,15 +69,18 @@ def expression_members(expr: Any) -> list[int]:
     return [m for part in expr for m in expression_members(part)]
 
 
-def member_of(payload: str) -> str:
-    """Return the workflow id a task payload names ('' for a task outside any workflow)."""
+def member_of(payload: str) -> tuple[str, int]:
+    """Return the (workflow id, member index) a task payload names; ('', 0) for no member."""
     if '"wf":"' not in payload:  # cheap test first: most tasks are no member
-        return ""
+        return "", 0
     try:
-        value = codec.loads(payload).get("wf", "")
+        envelope = codec.loads(payload)
+        value, member = envelope.get("wf", ""), envelope.get("wfm", 0)
     except (ValueError, AttributeError):
-        return ""
-    return value if isinstance(value, str) and ids.is_valid(value) else ""
+        return "", 0
+    if isinstance(value, str) and ids.is_valid(value) and isinstance(member, int):
+        return value, member
+    return "", 0
 
 
 def _keys(workflow_id: str) -> Keys:
@@ -148,7 +151,6 @@ def _member_fields(
         sub = spec.submission
         deps = sorted(set(spec.deps))
         fields[f"t:{m}"] = task_ids[m]
-        fields[f"i:{task_ids[m]}"] = m
         fields[f"spec:{m}"] = codec.dumps(_spec_json(sub, deps, spec.input))
         if deps:
             fields[f"n:{m}"] = len(deps)
@@ -237,8 +239,8 @@ def _release_ready(client: Any, keys: Keys, workflow_id: str) -> None:
         parsed = [codec.loads(s) for s in specs[: len(batch)]]
         inputs = _inputs(client, wk, parsed)
         subs = [
-            _submission(spec, task_id, workflow_id, inputs)
-            for spec, task_id in zip(parsed, specs[len(batch) :], strict=True)
+            _submission(spec, m, task_id, workflow_id, inputs)
+            for m, spec, task_id in zip(batch, parsed, specs[len(batch) :], strict=True)
         ]
         outcomes: list[Any] = [None] * len(subs)
         try:
@@ -312,7 +314,7 @@ def resolve(expr: Any, values: dict[int, Any]) -> Any:
 
 
 def _submission(
-    spec: dict[str, Any], task_id: str, workflow_id: str, inputs: dict[int, Any]
+    spec: dict[str, Any], member: int, task_id: str, workflow_id: str, inputs: dict[int, Any]
 ) -> Submission:
     args = list(spec["args"])
     if spec.get("input") is not None:
@@ -329,6 +331,7 @@ def _submission(
         retry=spec["retry"],
         task_id=task_id,
         workflow=workflow_id,
+        workflow_member=member,
     )
 
 
@@ -350,21 +353,23 @@ def _cancel_members(
 ) -> None:
     """Cancel (or ask to stop) members still waiting or running after a stop or a cancel."""
     reason = "workflow cancelled" if state == "CANCELLED" else "workflow stopped by a failure"
-    for _, task_id, queue in members:
+    for m, task_id, queue in members:
         current = client.hmget(keys.task(task_id), "state", "queue", "cancel")
         if current[0] is None or current[0] in TERMINAL_STATES or current[2] == "1":
             continue
-        cancel_task_in_workflow(client, keys, task_id, current[1] or queue, workflow_id, reason)
+        cancel_task_in_workflow(
+            client, keys, task_id, current[1] or queue, (workflow_id, m), reason
+        )
 
 
 def cancel_task_in_workflow(
-    client: Any, keys: Keys, task_id: str, queue: str, workflow_id: str, reason: str
+    client: Any, keys: Keys, task_id: str, queue: str, place: tuple[str, int], reason: str
 ) -> list[Any]:
-    """Run cancel.lua for one task, counting it in its workflow when it ends there."""
+    """Run cancel.lua for one task, counting it at place (workflow id, member) when it ends."""
     ref = layout.TaskRef(task_id, queue, client.hget(keys.task(task_id), "idem") or "")
-    workflows = [workflow_id] if workflow_id else []
+    workflows = [place[0]]
     key_list, argv = layout.build(keys, [queue], [ref], workflows)
-    trailer = layout.workflow_trailer(workflows, [workflow_id])
+    trailer = layout.workflow_trailer(workflows, [place])
     return list(Scripts.of(client).cancel(keys=key_list, args=[*argv, reason, *trailer]))
 
 
@@ -385,7 +390,7 @@ def _sync(
         args += [layout.queue_index(queues, queue), task_id, error]
         refs.append(layout.TaskRef(task_id, queue))
     key_list, argv = layout.build(keys, queues, refs, [workflow_id])
-    trailer = layout.workflow_trailer([workflow_id], [workflow_id] * len(refs))
+    trailer = layout.workflow_trailer([workflow_id], [(workflow_id, m) for m, _, _ in members])
     seen_arg = "" if seen is None else str(int(seen))
     return list(
         Scripts.of(client).workflow_sync(

@@ -323,14 +323,17 @@ end
 -- its task blocks, WB keys per workflow: its hash, its ready set (members whose inputs are
 -- all in), the shard's due set (zset workflow id -> when an advance should look at it); and
 -- an ARGV trailer read by wf_args(at): the number of workflows, their ids in block order,
--- then (when there are any) one workflow block index per task block (0: not a member).
+-- then (when there are any) two fields per task block: its workflow block index (0: not a
+-- member) and its member index in that workflow (the payload's 'wfm').
 local WB = 3
-local wf_ids, wf_of = {}, {}
+local wf_ids, wf_of, wf_m = {}, {}, {}
 local function wf_args(at)
   local nw = tonumber(ARGV[at] or '0') or 0
   for wi = 1, nw do wf_ids[wi] = ARGV[at + wi] end
   if nw > 0 then
-    for ti = 1, NT do wf_of[ti] = tonumber(ARGV[at + nw + ti]) end
+    for ti = 1, NT do
+      wf_of[ti], wf_m[ti] = tonumber(ARGV[at + nw + 2 * ti - 1]), ARGV[at + nw + 2 * ti]
+    end
   end
 end
 local function wkey(wi, offset) return KEYS[NSHARED + NQ * QB + NT * TB + (wi - 1) * WB + offset] end
@@ -348,11 +351,10 @@ local WF_FINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELL
 local function wf_note(ti, id, qi, state, data)
   local wi = wf_of[ti]
   if not wi or wi == 0 or not WF_FINAL[state] then return end
-  local wk, wid = wkey(wi, 1), wf_ids[wi]
-  local m = redis.call('HGET', wk, 'i:' .. id)
-  if not m then return end  -- not a member of this workflow, or the workflow expired
+  local wk, wid, m = wkey(wi, 1), wf_ids[wi], wf_m[ti]
   local r = redis.call('HMGET', wk, 's:' .. m, 'policy', 'state', 'd:' .. m, 'total', 'done',
-    'bad')
+    'bad', 't:' .. m)
+  if r[8] ~= id then return end  -- not this member of this workflow, or the workflow expired
   local prev, policy, wstate = r[1], r[2], r[3]
   if prev == state or prev == 'SUCCEEDED' then return end
   local ok = state == 'SUCCEEDED'
@@ -375,8 +377,6 @@ local function wf_note(ti, id, qi, state, data)
       if redis.call('HINCRBY', wk, 'n:' .. w, -1) == 0 then redis.call('SADD', wkey(wi, 2), w) end
     end
   end
-  emit('WORKFLOW_MEMBER_FINISHED', id, qi, state, 0, {workflow = wid, done = done,
-    total = tonumber(r[5])})
   local new = wstate
   if wstate ~= 'CANCELLED' then
     if done >= tonumber(r[5]) then
