@@ -97,3 +97,20 @@ def test_workflow_keys_share_the_members_hash_slot(dtq_env: Env) -> None:
     names += [k.task(result.members[0].task_id), k.stream("tests", 1)]
     tags = {name.split("{")[1].split("}")[0] for name in names}
     assert tags == {"0"}
+
+
+def test_reclaim_to_the_dlq_counts_the_member_and_stops_the_chain(dtq_env: Env) -> None:
+    from dtq.engine.reaper import Reaper
+
+    result = dtq.chain(tasks.wf_fail.s(), tasks.wf_add.s(1)).enqueue()  # max_attempts 1
+    claimed = claim_by_hand(n=1)[0]
+    client = get_client()
+    client.hset(dtq_env.keys.task(claimed["id"]), "lease", 1)  # its worker died long ago
+    client.zadd(dtq_env.keys.running, {claimed["id"]: 1})
+    assert Reaper().reclaim_expired_leases() == 1
+    wk = dtq_env.keys.workflow(result.id)
+    assert client.hget(wk, "s:0") == "DEAD_LETTERED"
+    assert "stopped renewing" in codec.loads(client.hget(wk, "e:0"))["message"]
+    result.refresh()
+    assert result.state == "FAILED"
+    assert [m.state for m in result.members] == ["DEAD_LETTERED", "CANCELLED"]

@@ -79,8 +79,10 @@ class Reaper(Periodic):
         ids = self.due(self.keys.running, int(dtq_settings.REAPER_BATCH))
         if not ids:
             return 0
-        keys, argv, pairs = self.script_inputs(ids)
+        keys, argv, pairs = self.script_inputs(ids, with_workflows=True)
         requeued, dead, _ = self.scripts.reclaim(keys=keys, args=[*argv, self._dlq, *pairs])
+        if dead:  # a dead-lettered workflow member was counted: stop or go on at once
+            workflows.advance_due(self.keys, stale_ms=0)
         if requeued or dead:
             self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
         if failpoints.ACTIVE:

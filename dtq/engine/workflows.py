@@ -216,11 +216,11 @@ def advance_all(workflow_ids: Iterable[str]) -> None:
             log.exception("workflow_id=%s: advance failed; the reaper will retry", workflow_id)
 
 
-def advance_due(keys: Keys, limit: int = 50) -> int:
-    """Advance (with a sweep) the workflows of this shard due for a while; return how many."""
+def advance_due(keys: Keys, limit: int = 50, stale_ms: int = STALE_MS) -> int:
+    """Advance (with a sweep) the workflows of this shard due stale_ms ago; return how many."""
     client: Any = get_client()
     now = int(time.time() * 1000)
-    due = client.zrangebyscore(keys.workflows_due, "-inf", now - STALE_MS, start=0, num=limit)
+    due = client.zrangebyscore(keys.workflows_due, "-inf", now - stale_ms, start=0, num=limit)
     for workflow_id in due:
         try:
             advance(workflow_id, sweep=True)
