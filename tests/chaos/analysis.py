@@ -18,6 +18,7 @@ CLASS_OF_NAME = {
     "chaos.crasher": "crasher",
     "chaos.sleep": "slow",
     "chaos.async_sleep": "long",
+    "chaos.gather": "wf_callback",
     "chaos.tick": "periodic",  # fired by the schedulers, not submitted by the load
     "chaos.cron_tick": "periodic",
 }

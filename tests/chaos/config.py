@@ -24,6 +24,7 @@ DEFAULT_MIX: dict[str, float] = {
     "long": 1.5,
     "delayed": 12,
     "idem": 8,
+    "workflow": 5,  # a chord of 2-12 ordinary members and a gather callback
 }
 
 
