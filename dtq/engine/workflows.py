@@ -45,6 +45,7 @@ STALE_MS = 5_000  # due this long ago: the worker's own advance did not happen
 SYNC_CHUNK = 200  # members per workflow_sync.lua call
 FAILED_MARK = "dtq_failed"  # key of the stand-in for a failed input under policy 'continue'
 MAX_MEMBERS = 100_000
+RELEASE_BATCH = 5000  # ready members submitted per pipelined submit_many
 
 
 class WorkflowNotFound(DtqError):
@@ -233,8 +234,8 @@ def _release_ready(client: Any, keys: Keys, workflow_id: str) -> None:
     """Submit every ready member under its fixed task id, then take it out of the ready set."""
     wk = keys.workflow(workflow_id)
     ready = sorted(int(m) for m in client.smembers(keys.workflow_ready(workflow_id)))
-    for start in range(0, len(ready), 1000):
-        batch = ready[start : start + 1000]
+    for start in range(0, len(ready), RELEASE_BATCH):
+        batch = ready[start : start + RELEASE_BATCH]
         specs = client.hmget(wk, [f"spec:{m}" for m in batch] + [f"t:{m}" for m in batch])
         parsed = [codec.loads(s) for s in specs[: len(batch)]]
         inputs = _inputs(client, wk, parsed)
