@@ -7,7 +7,8 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from dtq.engine import records
+import dtq
+from dtq.engine import records, workflows
 from dtq.models import AuditEntry
 from tests.ops_support import dead_letter_by_hand
 from tests.testapp import tasks
@@ -48,7 +49,8 @@ def world(dtq_env) -> dict[str, str]:
     queued = tasks.record.enqueue().id
     dead = tasks.poison.using(queue_name="dead").enqueue().id
     assert dead_letter_by_hand(1, "dead") == [dead]
-    return {"queued": queued, "dead": dead}
+    workflow = dtq.chain(tasks.record.s(1), tasks.record.s()).enqueue().id
+    return {"queued": queued, "dead": dead, "workflow": workflow}
 
 
 def pages(world: dict[str, str]) -> dict[str, str]:
@@ -60,6 +62,8 @@ def pages(world: dict[str, str]) -> dict[str, str]:
         "task": url("task", world["queued"]),
         "task_live": url("task_live", world["queued"]),
         "dlq": url("dlq") + "?queue=dead",
+        "workflow": url("workflow", world["workflow"]),
+        "workflow_live": url("workflow_live", world["workflow"]),
     }
 
 
@@ -76,6 +80,7 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
         "dlq_purge": ("purge", url("dlq_purge"), {"queue": "dead", "reason": "r"}),
         "edit": ("replay", url("task_edit", world["dead"]), {"args": "[]"}),
         "run": ("submit", url("run"), {"task": tasks.record.name}),
+        "workflow_cancel": ("cancel", url("workflow_cancel", world["workflow"]), {}),
     }
 
 
@@ -85,6 +90,7 @@ def untouched(world: dict[str, str]) -> bool:
         records.get_task(world["queued"])["state"] == "QUEUED"
         and not records.queue_overview("tests")["paused"]
         and records.dlq_entries("dead")["total"] == 1
+        and workflows.read(world["workflow"]).state == "RUNNING"
         and not AuditEntry.objects.exists()
     )
 
@@ -128,6 +134,7 @@ def test_view_permission_shows_pages_without_any_button(world):
         url("queue_pause", "tests"),
         url("queue_purge", "tests"),
         url("task_cancel", world["queued"]),
+        url("workflow_cancel", world["workflow"]),
         url("dlq_action"),
         url("dlq_purge"),
         'type="checkbox"',
@@ -177,7 +184,7 @@ def test_dlq_purge_needs_the_purge_permission(world):
 
 def test_actions_refuse_get(world):
     client = client_for(*CODENAMES)
-    for name in ("cancel", "pause", "resume"):
+    for name in ("cancel", "pause", "resume", "workflow_cancel"):
         assert client.get(actions(world)[name][1]).status_code == 405, name
     assert client.get(url("dlq_action")).status_code == 405
     # The purge pages answer GET with the confirmation page, which changes nothing.
