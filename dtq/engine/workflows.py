@@ -27,6 +27,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from redis.exceptions import WatchError
+
 from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, layout
 from dtq.engine.connection import get_client
@@ -427,16 +429,10 @@ def cancel(workflow_id: str) -> str:
                 pipe.zadd(keys.workflows_due, {workflow_id: int(time.time() * 1000)})
                 pipe.execute()
                 break
-            except _watch_error():
+            except WatchError:  # the workflow changed meanwhile: look again
                 continue
     advance(workflow_id)
     return str(state)
-
-
-def _watch_error() -> type[Exception]:
-    from redis.exceptions import WatchError
-
-    return WatchError
 
 
 # ----- reading ----------------------------------------------------------------------------
