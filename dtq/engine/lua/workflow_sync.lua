@@ -7,8 +7,8 @@
 --   could not be submitted ('' = none: a missing record then means purged),
 --   then lib.lua's workflow trailer (one workflow)
 -- Reply: {workflow state, members ready to submit, 1 if the due entry was rescheduled/removed}
--- A member counted already is not counted again (wf_note's guard), so a second call of the
--- same arguments (a resend after a lost reply) changes nothing but the due entry, which it
+-- Resend: a member counted already is not counted again (wf_note's guard), so a second call
+-- of the same arguments (after a lost reply) changes nothing but the due entry, which it
 -- moves only while it still holds the score the caller read: a member finished since then
 -- keeps its workflow due now. A member whose record is gone (purged) counts as EXPIRED, one
 -- whose submission was refused as FAILED.
