@@ -2,10 +2,11 @@
 -- say when the workflow should next be looked at.
 -- KEYS: lib layout with the members' queue blocks and one task block per member (record,
 --   result, idempotency record), then one workflow block (lib.lua: hash, ready set, due set).
--- ARGV after the header: 1 due score the caller read ('' = leave the due entry alone), 2 next look (ms from now;
---   -1 = never: the workflow needs nothing more), then 3 fields per task block: queue index, task id, error JSON for a member that
---   could not be submitted ('' = none: a missing record then means purged),
---   then lib.lua's workflow trailer (one workflow)
+-- ARGV after the header: 1 due score the caller read ('' = leave the due entry alone),
+--   2 next look (ms from now; -1 = never: the workflow needs nothing more), then 3 fields
+--   per task block: queue index, task id, error JSON for a member whose submission was
+--   refused ('' = none: a missing record then means purged), then lib.lua's workflow
+--   trailer (one workflow)
 -- Reply: {workflow state, members ready to submit, 1 if the due entry was rescheduled/removed}
 -- Resend: a member counted already is not counted again (wf_note's guard), so a second call
 -- of the same arguments (after a lost reply) changes nothing but the due entry, which it
