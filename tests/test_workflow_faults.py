@@ -34,15 +34,17 @@ def test_chord_fans_in_exactly_once_while_workers_are_killed(dtq_env: Env) -> No
     workers.append(
         dtq_env.worker("--concurrency", "4", failpoints="worker.before_workflow_advance@3")
     )
-    header = dtq.group(tasks.wf_slow.s(i, 0.02) for i in range(MEMBERS))
+    header = dtq.group(tasks.wf_slow.s(i, 0.3) for i in range(MEMBERS))
     wf = dtq.chord(header, tasks.wf_collect.s()).enqueue()
     key = dtq_env.keys.workflow(wf.id)
     rng = random.Random(18)
     kills = 0
     started = time.monotonic()
+    # A worker takes a few seconds to start on a loaded machine: kill only once members run.
+    wait_for(lambda: dtq_env.witnessed("wf_slow"), timeout=30)
     while int(dtq_env.client.hget(key, "done") or 0) < MEMBERS:
-        assert time.monotonic() - started < 90, "the fan-in did not finish"
-        time.sleep(rng.uniform(0.1, 0.4))
+        assert time.monotonic() - started < 150, "the fan-in did not finish"
+        time.sleep(rng.uniform(0.5, 1.5))
         victim = rng.randrange(len(workers))
         kill(workers[victim])
         kills += 1
@@ -62,7 +64,7 @@ def test_chord_fans_in_exactly_once_while_workers_are_killed(dtq_env: Env) -> No
     assert dtq_env.client.hget(key, "done") == str(MEMBERS + 1)
     ran = {r["value"] for r in dtq_env.witnessed("wf_slow")}
     assert ran == set(range(MEMBERS))  # every member ran (some twice: at-least-once)
-    assert elapsed < 150
+    assert elapsed < 210
     print(f"fan-in of {MEMBERS} with {kills} worker kills finished in {elapsed:.1f}s")
 
 

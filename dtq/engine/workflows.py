@@ -30,11 +30,10 @@ from typing import Any
 from redis.exceptions import WatchError
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, ids, layout
+from dtq.engine import codec, gateway, ids, layout
 from dtq.engine.connection import get_client
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import Keys
-from dtq.engine.scripts import Scripts
 from dtq.engine.state import TERMINAL_STATES
 from dtq.engine.submit import Submission, submit_many
 
@@ -205,8 +204,7 @@ def advance(workflow_id: str, *, sweep: bool = False) -> str:
     next_ms = RECHECK_MS if state == "RUNNING" or unfinished else -1
     chunks = [unfinished[i : i + SYNC_CHUNK] for i in range(0, len(unfinished), SYNC_CHUNK)]
     for chunk in chunks or [[]]:
-        reply = _sync(client, keys, workflow_id, chunk, seen, next_ms)
-        state = str(reply[0])
+        state = _sync(client, keys, workflow_id, chunk, seen, next_ms).state
     return state
 
 
@@ -367,13 +365,10 @@ def _cancel_members(
 
 def cancel_task_in_workflow(
     client: Any, keys: Keys, task_id: str, queue: str, place: tuple[str, int], reason: str
-) -> list[Any]:
-    """Run cancel.lua for one task, counting it at place (workflow id, member) when it ends."""
+) -> gateway.CancelResult:
+    """Cancel one task, counting it at place (workflow id, member) when it ends there."""
     ref = layout.TaskRef(task_id, queue, client.hget(keys.task(task_id), "idem") or "")
-    workflows = [place[0]]
-    key_list, argv = layout.build(keys, [queue], [ref], workflows)
-    trailer = layout.workflow_trailer(workflows, [place])
-    return list(Scripts.of(client).cancel(keys=key_list, args=[*argv, reason, *trailer]))
+    return gateway.cancel(client, keys, ref, reason, place)
 
 
 def _sync(
@@ -384,22 +379,18 @@ def _sync(
     seen: float | None,
     next_ms: int,
     refused: dict[str, str] | None = None,
-) -> list[Any]:
+) -> gateway.WorkflowSynced:
     """Run workflow_sync.lua; refused maps task ids never submitted to their error JSON."""
-    queues: list[str] = []
-    refs, args = [], []
-    for _, task_id, queue in members:
-        error = (refused or {}).get(task_id, "")
-        args += [layout.queue_index(queues, queue), task_id, error]
-        refs.append(layout.TaskRef(task_id, queue))
-    key_list, argv = layout.build(keys, queues, refs, [workflow_id])
-    trailer = layout.workflow_trailer([workflow_id], [(workflow_id, m) for m, _, _ in members])
-    seen_arg = "" if seen is None else str(int(seen))
-    return list(
-        Scripts.of(client).workflow_sync(
-            keys=key_list, args=[*argv, seen_arg, next_ms, *args, *trailer]
-        )
-    )
+    return gateway.workflow_sync(client, keys, workflow_id, members, seen, next_ms, refused)
+
+
+def places_of(keys: Keys, task_ids: Sequence[str]) -> list[tuple[str, int]]:
+    """Return each task's (workflow id, member index) from its payload, in one round trip."""
+    client: Any = get_client()
+    pipe = client.pipeline(transaction=False)
+    for task_id in task_ids:
+        pipe.hget(keys.task(task_id), "payload")
+    return [member_of(payload or "") for payload in pipe.execute()]
 
 
 # ----- cancelling -------------------------------------------------------------------------
