@@ -10,7 +10,7 @@ from django.urls import reverse
 import dtq
 from dtq.engine import records, workflows
 from dtq.models import AuditEntry
-from tests.ops_support import dead_letter_by_hand
+from tests.ops_support import dead_letter_by_hand, fail_by_hand
 from tests.testapp import tasks
 
 # Audit rows are committed on a connection of their own, outside the test's transaction.
@@ -49,8 +49,10 @@ def world(dtq_env) -> dict[str, str]:
     queued = tasks.record.enqueue().id
     dead = tasks.poison.using(queue_name="dead").enqueue().id
     assert dead_letter_by_hand(1, "dead") == [dead]
+    failed = tasks.record.using(queue_name="other").enqueue().id
+    assert fail_by_hand(1, "other") == [failed]
     workflow = dtq.chain(tasks.record.s(1), tasks.record.s()).enqueue().id
-    return {"queued": queued, "dead": dead, "workflow": workflow}
+    return {"queued": queued, "dead": dead, "failed": failed, "workflow": workflow}
 
 
 def pages(world: dict[str, str]) -> dict[str, str]:
@@ -79,6 +81,7 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
         "discard": ("discard", url("dlq_action"), {**dlq, "action": "discard"}),
         "dlq_purge": ("purge", url("dlq_purge"), {"queue": "dead", "reason": "r"}),
         "edit": ("replay", url("task_edit", world["dead"]), {"args": "[]"}),
+        "retry": ("replay", url("task_edit", world["failed"]), {"args": "[]"}),
         "run": ("submit", url("run"), {"task": tasks.record.name}),
         "workflow_cancel": ("cancel", url("workflow_cancel", world["workflow"]), {}),
     }
@@ -88,6 +91,7 @@ def untouched(world: dict[str, str]) -> bool:
     """True when no action has changed anything."""
     return (
         records.get_task(world["queued"])["state"] == "QUEUED"
+        and records.get_task(world["failed"])["state"] == "FAILED"
         and not records.queue_overview("tests")["paused"]
         and records.dlq_entries("dead")["total"] == 1
         and workflows.read(world["workflow"]).state == "RUNNING"

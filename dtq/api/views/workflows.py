@@ -6,7 +6,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dtq.api import requests, responses
+from dtq.api import inputs, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import NotFound
 from dtq.api.responses import error_responses
@@ -37,7 +37,7 @@ class WorkflowCancel(DtqView):
 
     @document(
         operation_id="workflows_cancel",
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={
             200: OpenApiResponse(
                 responses.WorkflowActionResult,
@@ -49,7 +49,7 @@ class WorkflowCancel(DtqView):
     )
     def post(self, request: Request, workflow_id: str) -> Response:
         """Cancel a workflow: nothing more starts, waiting and running members are cancelled."""
-        form = valid(requests.ReasonRequest, body(request))
+        form = valid(inputs.ReasonRequest, body(request))
         reason = form.validated_data["reason"]
         try:
             outcome = ops.cancel_workflow(workflow_id, actor=self.actor(), reason=reason)
