@@ -131,3 +131,13 @@ class Keys:
 
     def bulk_job(self, job_id: str) -> str:
         return self._k(f"bulkjob:{job_id}")
+
+    def workflow(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}")
+
+    def workflow_ready(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}:ready")
+
+    @property
+    def workflows_due(self) -> str:
+        return self._k("wfdue")

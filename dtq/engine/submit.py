@@ -56,6 +56,8 @@ class Submission:
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
     limits: str = ""  # the record's flow-control 'lim' field (engine/limits.py); '' = none
+    workflow: str = ""  # the workflow this task is a member of (dtq.engine.workflows)
+    workflow_member: int = 0  # its index among the workflow's members
 
     @classmethod
     def of(
@@ -118,7 +120,9 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     """Return the 15 submit.lua fields of one validated submission."""
     s = dtq_settings
     ctx = propagation.capture()
-    payload = codec.encode_payload(sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx)
+    payload = codec.encode_payload(
+        sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx, sub.workflow, sub.workflow_member
+    )
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
