@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import re
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.core.checks import CheckMessage, Error, Tags, Warning, register
@@ -254,6 +255,96 @@ def _api_errors() -> list[Error]:
     return errors
 
 
+def _is_address(value: Any) -> bool:
+    if not isinstance(value, (list, tuple)) or len(value) != 2:
+        return False
+    host, port = value
+    return bool(host) and isinstance(host, str) and isinstance(port, int) and 0 < port < 65536
+
+
+def _url_db(url: Any) -> int:
+    try:
+        return int(urlsplit(str(url)).path.strip("/") or 0)
+    except ValueError:
+        return -1
+
+
+def _topology_errors() -> list[Error]:
+    """Check the Cluster, Sentinel and durable-submit settings (docs/scaling.md)."""
+    s = dtq_settings
+    sentinels, service, replicas = s.REDIS_SENTINELS, s.REDIS_SENTINEL_SERVICE, s.SUBMIT_REPLICAS
+    found = sentinels is not None or s.REDIS_CLUSTER
+    problems = [
+        (
+            not isinstance(s.REDIS_CLUSTER, bool),
+            f"DTQ['REDIS_CLUSTER'] must be True or False, got {s.REDIS_CLUSTER!r}",
+            "True when DTQ['REDIS_URL'] names a node of a Redis Cluster.",
+            30,
+        ),
+        (
+            sentinels is not None
+            and (
+                not isinstance(sentinels, (list, tuple))
+                or not sentinels
+                or not all(_is_address(a) for a in sentinels)
+            ),
+            f"DTQ['REDIS_SENTINELS'] must be a list of (host, port) pairs, got {sentinels!r}",
+            "For example [('10.0.0.1', 26379), ('10.0.0.2', 26379), ('10.0.0.3', 26379)].",
+            31,
+        ),
+        (
+            (sentinels is not None) != (isinstance(service, str) and bool(service)),
+            "DTQ['REDIS_SENTINELS'] and DTQ['REDIS_SENTINEL_SERVICE'] go together, got "
+            f"{sentinels!r} and {service!r}",
+            "Name the Sentinels and the service (their 'master name'), or neither.",
+            32,
+        ),
+        (
+            sentinels is not None and s.REDIS_CLUSTER is True,
+            "DTQ['REDIS_CLUSTER'] and DTQ['REDIS_SENTINELS'] cannot both be set",
+            "A Redis Cluster fails over by itself: set REDIS_CLUSTER and drop the Sentinels.",
+            33,
+        ),
+        (
+            s.REDIS_CLUSTER is True and _url_db(redis_url_setting()) != 0,
+            "a Redis Cluster has database 0 only, but DTQ['REDIS_URL'] names another",
+            "Drop the /<db> part of the URL (or use /0).",
+            34,
+        ),
+        (
+            bool(found) and not str(redis_url_setting()).startswith("redis://"),
+            "with DTQ['REDIS_CLUSTER'] or DTQ['REDIS_SENTINELS'], DTQ['REDIS_URL'] must be a "
+            f"redis:// URL, got {redact(repr(redis_url_setting()))}",
+            "TLS (rediss://) and unix sockets are not supported with Cluster or Sentinel yet.",
+            35,
+        ),
+        (
+            not isinstance(replicas, int) or isinstance(replicas, bool) or replicas < 0,
+            f"DTQ['SUBMIT_REPLICAS'] must be a whole number >= 0, got {replicas!r}",
+            "0 (the default) returns once the primary has the task; 1 waits for one replica.",
+            36,
+        ),
+        (
+            not _is_number(s.SUBMIT_REPLICAS_TIMEOUT) or s.SUBMIT_REPLICAS_TIMEOUT <= 0,
+            "DTQ['SUBMIT_REPLICAS_TIMEOUT'] must be a positive number of seconds, got "
+            f"{s.SUBMIT_REPLICAS_TIMEOUT!r}",
+            "For example 1.0.",
+            37,
+        ),
+    ]
+    return [_error(m, h, n) for bad, m, h, n in problems if bad]
+
+
+def redis_url_setting() -> Any:
+    """Return the configured Redis URL (REDIS_URL or the REDIS_CACHE's), never raising."""
+    from dtq.engine.connection import redis_url
+
+    try:
+        return redis_url()
+    except Exception:  # a broken REDIS_CACHE is reported by its own check
+        return dtq_settings.REDIS_URL
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the DTQ settings dict."""
@@ -262,7 +353,12 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
         dtq_settings.KEY_PREFIX  # noqa: B018  (forces the load, which validates the keys)
     except ConfigurationError as exc:
         return [_error(str(exc), "See docs/configuration.md for the accepted keys.", 1)]
-    errors: list[CheckMessage] = [*_setting_errors(), *_limit_errors(), *_api_errors()]
+    errors: list[CheckMessage] = [
+        *_setting_errors(),
+        *_limit_errors(),
+        *_api_errors(),
+        *_topology_errors(),
+    ]
     return [*errors, *_queue_errors()] if errors else [*_queue_errors(), *_timing_errors()]
 
 

@@ -16,6 +16,9 @@ DEFAULTS: dict[str, Any] = {
     # Connection
     "REDIS_URL": "redis://127.0.0.1:6379/0",
     "REDIS_CACHE": None,  # alias of a django-redis cache whose connection dtq should share
+    "REDIS_CLUSTER": False,  # REDIS_URL names any node of a Redis Cluster (docs/scaling.md)
+    "REDIS_SENTINELS": None,  # [(host, port), ...]: follow the primary these Sentinels name
+    "REDIS_SENTINEL_SERVICE": None,  # the Sentinels' name of the primary (their "master name")
     "KEY_PREFIX": "dtq",
     "SHARDS": 1,
     "SOCKET_TIMEOUT": 10.0,
@@ -45,6 +48,10 @@ DEFAULTS: dict[str, Any] = {
     "MAX_QUEUE_DEPTH": 100_000,  # 0 = unlimited; counts queued, running and scheduled tasks
     "QUEUE_MAX_DEPTH": {},  # per-queue overrides of MAX_QUEUE_DEPTH
     "IDEMPOTENCY_TTL": 86400,
+    # Durable submit: enqueue() and operator actions return only once this many replicas
+    # have the write (WAIT; WAITAOF where the server has it), or raise NotReplicated.
+    "SUBMIT_REPLICAS": 0,
+    "SUBMIT_REPLICAS_TIMEOUT": 1.0,  # seconds to wait for them
     # Processes
     "SCHEDULER_INTERVAL": 0.5,
     "SCHEDULER_BATCH": 500,

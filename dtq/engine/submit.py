@@ -12,10 +12,10 @@ from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, ids, layout, refusals
+from dtq.engine import codec, durable, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.direct import call_script, call_script_many
+from dtq.engine.direct import call_script, call_script_many, own_connection
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
@@ -195,6 +195,7 @@ def submit(sub: Submission) -> Accepted:
                 raise
             raise refused from exc  # refused at its first write: nothing of the task was stored
         accepted = interpret(sub, reply)
+        durable.confirm_connection(own_connection(client), f"task {accepted.id}")
         tracing.accepted(span, accepted)
         return accepted
 
@@ -230,6 +231,7 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     replies = call_script_many(
         client, Scripts.of(client).submit, [(keys, argv) for _, (keys, argv, _) in calls]
     )
+    durable.confirm_connection(own_connection(client), f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):
