@@ -11,6 +11,7 @@ from __future__ import annotations
 import os
 import shutil
 import signal
+import socket
 import subprocess
 import tempfile
 import time
@@ -24,6 +25,29 @@ import redis
 REDIS_SERVER = shutil.which("redis-server")
 REDIS_CLI = shutil.which("redis-cli")
 START_TIMEOUT = 30.0  # seconds a topology gets to come up
+
+
+CLUSTER_PORT = 17000  # tests/test_cluster.py's cluster: 17000-17005
+SUITE_CLUSTER_PORT = 17090  # the main suite on a cluster (DTQ_TEST_CLUSTER=1): 17090-17095
+BLOCKS = range(17010, 17090, 10)  # one block of ten ports per Sentinel set
+
+
+def _free(port: int) -> bool:
+    with socket.socket() as sock:
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+        try:
+            sock.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+    return True
+
+
+def free_block() -> int:
+    """Return the first port of a block of ten free ports for a Sentinel set."""
+    for first in BLOCKS:
+        if all(_free(p) for p in range(first, first + 10)):
+            return first
+    raise AssertionError("no free block of ports in 17010-17089")
 
 
 def require_redis_server() -> None:
@@ -126,9 +150,9 @@ class LocalCluster:
             for server in self.servers:
                 server.start()
             addresses = [f"127.0.0.1:{s.port}" for s in self.servers]
+            create = ["--cluster", "create", *addresses, "--cluster-replicas", str(self.replicas)]
             subprocess.run(
-                [str(REDIS_CLI), "--cluster", "create", *addresses, "--cluster-replicas"]
-                + [str(self.replicas), "--cluster-yes"],
+                [str(REDIS_CLI), *create, "--cluster-yes"],
                 check=True,
                 capture_output=True,
                 timeout=START_TIMEOUT,
@@ -168,9 +192,9 @@ class LocalCluster:
         """Return a live primary that does not serve key's slot (a seed that must redirect)."""
         owner = self.owner(key)
         for server in self.servers:
-            if server is not owner and server.alive():
-                if server.client().info("replication")["role"] == "master":
-                    return server
+            alive = server is not owner and server.alive()
+            if alive and server.client().info("replication")["role"] == "master":
+                return server
         raise AssertionError("no other primary")
 
     def fail_over(self, key: str) -> Server:
@@ -238,7 +262,7 @@ class LocalSentinel:
     def _linked(self, primary: Server) -> bool:
         info = primary.client().info("replication")
         return int(info.get("connected_slaves", 0)) == len(self.data) - 1 and all(
-            int(info[f"slave{i}"]["offset"]) >= 0 for i in range(len(self.data) - 1)
+            info[f"slave{i}"]["state"] == "online" for i in range(len(self.data) - 1)
         )
 
     def _watching(self) -> bool:

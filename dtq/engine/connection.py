@@ -20,7 +20,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from dtq.conf import dtq_settings
-from dtq.engine import slots
+from dtq.engine import sentinels, slots
 
 RETRY_ON = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
 # Errors that mean "Redis cannot serve anyone right now" (down, failing over, full), as opposed
@@ -166,7 +166,11 @@ def _sync_client(slot: int | None = None) -> redis.Redis:
     if dtq_settings.REDIS_SENTINELS:
         manager = redis.sentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
         return manager.master_for(
-            dtq_settings.REDIS_SENTINEL_SERVICE, **_url_options(), **_options(), **_retry()
+            dtq_settings.REDIS_SENTINEL_SERVICE,
+            connection_class=sentinels.SentinelConnection,
+            **_url_options(),
+            **_options(),
+            **_retry(),
         )
     if dtq_settings.REDIS_CLUSTER:
         pool = redis.ConnectionPool(
@@ -211,7 +215,11 @@ def _async_client(slot: int | None = None) -> aioredis.Redis:
     if dtq_settings.REDIS_SENTINELS:
         manager = aiosentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
         client = manager.master_for(
-            dtq_settings.REDIS_SENTINEL_SERVICE, **_url_options(), **_options(), **retry
+            dtq_settings.REDIS_SENTINEL_SERVICE,
+            connection_class=sentinels.AsyncSentinelConnection,
+            **_url_options(),
+            **_options(),
+            **retry,
         )
         pool = client.connection_pool
     elif dtq_settings.REDIS_CLUSTER:
