@@ -38,7 +38,7 @@ MASK = "***"
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
 _QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&#\s]*", re.IGNORECASE)
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered: a client being made asks for the slot map
 _clients: dict[str, Any] = {}
 _pid = os.getpid()
 
