@@ -52,6 +52,16 @@ def pytest_unconfigure(config: pytest.Config) -> None:
         _cluster.stop()
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave the Cluster/Sentinel tests (their own servers, minutes) to make test-scaleout."""
+    if os.environ.get("DTQ_TEST_SCALEOUT") == "1":
+        return
+    skip = pytest.mark.skip(reason="starts its own Redis servers: run by make test-scaleout")
+    for item in items:
+        if item.get_closest_marker("scaleout"):
+            item.add_marker(skip)
+
+
 def pytest_report_header(config: pytest.Config) -> str:
     url = os.environ.get("DTQ_REDIS_URL", "")
     version = redis.Redis.from_url(url).info("server")["redis_version"]

@@ -11,6 +11,9 @@ load stops, the run waits for every acknowledged task to finish and reports:
 - lost: acknowledged, but no record and no execution: the loss the docs describe;
 - re-executed: ran more than once (a finalize the failover rolled back runs again).
 
+--lag s stops the replicas for s seconds before the kill (a replica that fell behind, as on a
+slow link): what the primary acknowledged meanwhile is what SUBMIT_REPLICAS protects.
+
     .venv/bin/python -m tests.failover_load --topology sentinel --submit-replicas 1
     .venv/bin/python -m tests.failover_load --topology cluster --submit-replicas 0
 """
@@ -19,6 +22,7 @@ from __future__ import annotations
 
 import argparse
 import collections
+import dataclasses
 import json
 import os
 import signal
@@ -73,7 +77,11 @@ def _settings_env(dtq: dict[str, Any], url: str, prefix: str, witness: Path) -> 
 
 
 def run(
-    topology: str, submit_replicas: int, seconds: float = 12.0, kill_at: float = 4.0
+    topology: str,
+    submit_replicas: int,
+    seconds: float = 12.0,
+    kill_at: float = 4.0,
+    lag: float = 0.0,
 ) -> Outcome:
     """Run one fault run on a topology of its own ("sentinel" or "cluster") and return it."""
     from tests.topology import LocalCluster, LocalSentinel, free_block
@@ -134,7 +142,7 @@ def run(
     outcome = Outcome(topology, submit_replicas)
     acknowledged: list[str] = []
     try:
-        killer = threading.Thread(target=_kill, args=(servers, topology, kill_at, outcome))
+        killer = threading.Thread(target=_kill, args=(servers, topology, kill_at, lag, outcome))
         killer.start()
         deadline = time.monotonic() + seconds
         n = 0
@@ -157,13 +165,13 @@ def run(
     return outcome
 
 
-def _kill(servers: Any, topology: str, at: float, outcome: Outcome) -> None:
+def _kill(servers: Any, topology: str, at: float, lag: float, outcome: Outcome) -> None:
     time.sleep(at)
     started = time.monotonic()
     if topology == "sentinel":
-        servers.fail_over()
+        servers.fail_over(lag=lag)
     else:
-        servers.fail_over("{0}")
+        servers.fail_over("{0}", lag=lag)
     outcome.failover_seconds = time.monotonic() - started
 
 
@@ -201,8 +209,16 @@ def main() -> None:
     parser.add_argument("--topology", choices=("sentinel", "cluster"), default="sentinel")
     parser.add_argument("--submit-replicas", type=int, default=1)
     parser.add_argument("--seconds", type=float, default=12.0)
+    parser.add_argument(
+        "--lag", type=float, default=0.0, help="stop the replicas this long before the kill"
+    )
+    parser.add_argument("--json", action="store_true", help="print the outcome as JSON")
     opts = parser.parse_args()
-    print(run(opts.topology, opts.submit_replicas, opts.seconds).line())
+    outcome = run(opts.topology, opts.submit_replicas, opts.seconds, lag=opts.lag)
+    if opts.json:
+        print(json.dumps(dataclasses.asdict(outcome)))
+    else:
+        print(outcome.line() + (f", replicas {opts.lag:g}s behind" if opts.lag else ""))
 
 
 if __name__ == "__main__":

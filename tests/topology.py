@@ -116,7 +116,15 @@ class Server:
             os.kill(self.proc.pid, signal.SIGKILL)
             self.proc.wait()
 
+    def pause(self, paused: bool) -> None:
+        """SIGSTOP (or SIGCONT) the server: a replica that falls behind, by its pid."""
+        if self.alive():
+            assert self.proc is not None
+            os.kill(self.proc.pid, signal.SIGSTOP if paused else signal.SIGCONT)
+
     def stop(self) -> None:
+        if self.alive():
+            self.pause(False)  # a stopped process would not take SIGKILL's exit until resumed
         self.kill()
 
 
@@ -197,10 +205,26 @@ class LocalCluster:
                 return server
         raise AssertionError("no other primary")
 
-    def fail_over(self, key: str) -> Server:
-        """SIGKILL the primary of key's slot; return the replica promoted in its place."""
+    def replicas_of(self, primary: Server) -> list[Server]:
+        """Return the live replicas of a primary."""
+        return [
+            s
+            for s in self.servers
+            if s.alive() and s.client().info("replication").get("master_port") == primary.port
+        ]
+
+    def fail_over(self, key: str, lag: float = 0.0) -> Server:
+        """SIGKILL the primary of key's slot; return the replica promoted in its place.
+
+        lag > 0 first stops its replicas for that many seconds, so they miss what the primary
+        acknowledged meanwhile (a replica that fell behind), and resumes them after the kill.
+        """
         owner = self.owner(key)
+        behind = self.replicas_of(owner) if lag else []
+        _lag(behind, lag)
         owner.kill()
+        for replica in behind:
+            replica.pause(False)
         new = wait_until(lambda: self._promoted(key, owner), "a promoted replica", 20.0)
         wait_until(self._ready, "the cluster healthy again", 20.0)
         return new
@@ -213,6 +237,12 @@ class LocalCluster:
         for server in self.servers:
             server.stop()
         shutil.rmtree(self.root, ignore_errors=True)
+
+
+def _lag(replicas: list[Server], seconds: float) -> None:
+    for replica in replicas:
+        replica.pause(True)
+    time.sleep(seconds)
 
 
 SERVICE = "dtqprimary"
@@ -280,10 +310,14 @@ class LocalSentinel:
         port = int(reply[1])
         return next(s for s in self.data if s.port == port)
 
-    def fail_over(self) -> Server:
-        """SIGKILL the primary; return the replica the Sentinels promote."""
+    def fail_over(self, lag: float = 0.0) -> Server:
+        """SIGKILL the primary; return the replica the Sentinels promote (lag: see above)."""
         old = self.primary()
+        behind = [s for s in self.data if s is not old and s.alive()] if lag else []
+        _lag(behind, lag)
         old.kill()
+        for replica in behind:
+            replica.pause(False)
         return wait_until(lambda: self._promoted(old), "a Sentinel failover", 30.0)
 
     def _promoted(self, old: Server) -> Server | None:
