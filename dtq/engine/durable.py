@@ -15,6 +15,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from dtq.conf import dtq_settings
+from dtq.engine.direct import own_connection
 from dtq.engine.errors import NotReplicated
 from dtq.engine.keys import Keys
 
@@ -26,6 +27,12 @@ _commands: dict[tuple[str, int], str] = {}  # per server address: "WAIT" or "WAI
 def wanted() -> int:
     """Return how many replicas must confirm a write (0: no waiting)."""
     return int(dtq_settings.SUBMIT_REPLICAS)
+
+
+def confirm_submit(client: Any, what: str) -> None:
+    """Wait until enough replicas have this thread's submits (direct.py's own connection)."""
+    if wanted() > 0:
+        confirm_connection(own_connection(client), what)
 
 
 def confirm_connection(conn: Any, what: str) -> None:

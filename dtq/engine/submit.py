@@ -15,7 +15,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import codec, durable, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.direct import call_script, call_script_many, own_connection
+from dtq.engine.direct import call_script, call_script_many
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
@@ -195,7 +195,7 @@ def submit(sub: Submission) -> Accepted:
                 raise
             raise refused from exc  # refused at its first write: nothing of the task was stored
         accepted = interpret(sub, reply)
-        durable.confirm_connection(own_connection(client), f"task {accepted.id}")
+        durable.confirm_submit(client, f"task {accepted.id}")
         tracing.accepted(span, accepted)
         return accepted
 
@@ -231,7 +231,7 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     replies = call_script_many(
         client, Scripts.of(client).submit, [(keys, argv) for _, (keys, argv, _) in calls]
     )
-    durable.confirm_connection(own_connection(client), f"{len(subs)} submitted task(s)")
+    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):
