@@ -31,7 +31,6 @@ from dtq.compat import (
     task_finished,
     task_started,
 )
-from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records
 from dtq.engine.errors import PermanentError
@@ -323,13 +322,9 @@ def result_from_record(task: Task, record: dict[str, Any], alias: str) -> DtqTas
     return result
 
 
-def _finished(result: DtqTaskResult, outcome: Any) -> DtqTaskResult:
-    """Return the result an attempt's outcome leaves behind (the worker's task_finished)."""
+def _finished(result: DtqTaskResult, outcome: Any, state: TaskState) -> DtqTaskResult:
+    """Return the result an attempt's outcome left behind in `state` (for task_finished)."""
     entry = codec.loads(outcome.history)
-    failed_state = TaskState.DEAD_LETTERED if dtq_settings.DLQ_ENABLED else TaskState.FAILED
-    state = {"success": TaskState.SUCCEEDED, "cancel": TaskState.CANCELLED}.get(
-        outcome.kind, failed_state
-    )
     found = []
     if entry.get("error"):
         found.append(_task_error(entry["error"], entry.get("message", ""), entry.get("traceback")))
@@ -398,12 +393,16 @@ class DjangoTaskEntry:
             return context
         return DtqTaskContext(task_result=result, cancel=att.cancel, scheduled_at=slot_of(att.idem))
 
-    def finished(self, att: Any, worker_id: str, outcome: Any) -> None:
-        """Send task_finished once the task succeeded or failed for good (not on a retry)."""
+    def finished(self, att: Any, worker_id: str, outcome: Any, state: str) -> None:
+        """Send task_finished when finalize.lua ended the task (state: what it decided).
+
+        Nothing for a retry (RETRYING) or an outcome the fence rejected ('': the attempt that
+        replaced this one reports instead); a retry finalize turned into a cancel is sent.
+        """
         result = self._running.pop((att.id, att.attempt), None)
-        if result is None or att.lost or outcome.kind == "retry":
-            return  # a lost lease: the attempt that replaced this one reports instead
-        done = _finished(result, outcome)
+        if result is None or not state or not TaskState(state).is_terminal:
+            return
+        done = _finished(result, outcome, TaskState(state))
         if outcome.exc is None:
             self._send(task_finished, done)
             return

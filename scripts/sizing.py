@@ -31,9 +31,9 @@ django.setup()
 from dtq.conf import dtq_settings  # noqa: E402
 from dtq.engine import codec, layout  # noqa: E402
 from dtq.engine.connection import get_client  # noqa: E402
-from dtq.engine.scripts import Scripts  # noqa: E402
 from dtq.engine.submit import Submission, submit_many  # noqa: E402
 from tests.ops_support import claim_by_hand, keys  # noqa: E402
+from tests.script_calls import Scripts  # noqa: E402
 
 N = 2000
 QUEUE = "tests"

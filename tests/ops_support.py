@@ -10,7 +10,7 @@ from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys
-from dtq.engine.scripts import Scripts
+from tests.script_calls import Scripts
 
 ACTOR = Actor(name="tester", source="command")
 
@@ -69,7 +69,8 @@ def finalize_by_hand(
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome, codec.dumps(data)]
     args += [history, delay_ms]
     worker = claimed.get("worker", "ghost")
-    return int(scripts.finalize(keys=k, args=[*argv, "1" if use_dlq else "0", worker, *args])[0])
+    reply = scripts.finalize(keys=k, args=[*argv, "1" if use_dlq else "0", worker, *args])
+    return 1 if reply[0] else 0  # reply: (state decided, resent); '' when fenced out
 
 
 def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:

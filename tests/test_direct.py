@@ -14,6 +14,7 @@ from dtq.engine.connection import get_client, new_async_client
 from dtq.engine.direct import AsyncCaller, _own_connection, call_script
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR
+from tests.script_calls import raw_script
 from tests.testapp import tasks
 
 SCRIPT = "redis.call('INCR', KEYS[1]) return {ARGV[1], redis.call('GET', KEYS[1])}"
@@ -21,7 +22,7 @@ SCRIPT = "redis.call('INCR', KEYS[1]) return {ARGV[1], redis.call('GET', KEYS[1]
 
 def test_sync_call_reloads_a_flushed_script(dtq_env):
     client = get_client()
-    script = client.register_script(SCRIPT)
+    script = raw_script(SCRIPT)
     key = f"{dtq_env.prefix}:direct"
     assert call_script(client, script, [key], ["a"]) == ["a", "1"]
     dtq_env.client.script_flush()
@@ -30,7 +31,7 @@ def test_sync_call_reloads_a_flushed_script(dtq_env):
 
 def test_sync_call_resends_after_a_dropped_connection(dtq_env):
     client = get_client()
-    script = client.register_script(SCRIPT)
+    script = raw_script(SCRIPT)
     key = f"{dtq_env.prefix}:direct"
     call_script(client, script, [key], ["a"])
     conn = _own_connection(client.connection_pool)  # the one call_script used, and will use
@@ -67,7 +68,7 @@ def test_async_caller_reloads_resends_and_owns_one_connection(dtq_env):
 
     async def run() -> list:
         client = new_async_client()
-        script = client.register_script(SCRIPT)
+        script = raw_script(SCRIPT)
         caller = AsyncCaller(client)
         replies = [await caller.script(script, [key], ["a"])]
         conn = await caller.connection()

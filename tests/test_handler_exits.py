@@ -14,7 +14,7 @@ import pytest
 import dtq
 from dtq.compat import TaskResultStatus
 from dtq.engine import codec, registry
-from dtq.engine.executor import Attempt, Outcome, execute, run_sync_attempt
+from dtq.engine.executor import Attempt, Outcome, execute, report_finished, run_sync_attempt
 from dtq.task import TaskContext
 from tests.conftest import Env, wait_for
 from tests.testapp import tasks
@@ -155,8 +155,8 @@ class Hooked:
             raise SystemExit("a task_started receiver called sys.exit()")
         return context
 
-    def finished(self, att: Attempt, worker_id: str, outcome: Outcome) -> None:
-        self.seen.append(f"finished:{outcome.kind}")
+    def finished(self, att: Attempt, worker_id: str, outcome: Outcome, state: str) -> None:
+        self.seen.append(f"finished:{outcome.kind}:{state}")
 
 
 @pytest.fixture
@@ -184,7 +184,9 @@ def test_hooks_path_records_sys_exit_as_a_failure_and_runs_finished(
     outcome = asyncio.run(execute(att, "w-test", context_of(att), pool, no_stuck))
 
     assert_failed_with(outcome, "builtins.SystemExit")
-    assert entry.seen == ["started", "finished:fail"]
+    assert entry.seen == ["started"]  # finished waits for what finalize.lua decides
+    report_finished(att, "w-test", outcome, "DEAD_LETTERED")
+    assert entry.seen == ["started", "finished:fail:DEAD_LETTERED"]
 
 
 def test_an_exception_whose_str_raises_is_still_recorded(pool: ThreadPoolExecutor) -> None:
@@ -208,7 +210,7 @@ def test_a_hook_that_calls_sys_exit_is_logged_and_the_attempt_runs(
     outcome = asyncio.run(execute(att, "w-test", context_of(att), pool, no_stuck))
 
     assert (outcome.kind, outcome.data) == ("success", '"value"')
-    assert entry.seen == ["started", "finished:success"]
+    assert entry.seen == ["started"]
 
 
 def finished(result: dtq.TaskResult) -> Any:

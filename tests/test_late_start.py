@@ -15,9 +15,9 @@ from dtq.engine.connection import get_client
 from dtq.engine.executor import Attempt, run_sync_attempt, skipped
 from dtq.engine.keys import GROUP
 from dtq.engine.records import get_task
-from dtq.engine.scripts import Scripts
 from dtq.views import timeline
 from tests.conftest import Env, wait_for
+from tests.script_calls import Scripts
 from tests.test_handler_exits import attempt_of, context_of
 from tests.testapp import django_tasks as dj
 from tests.testapp import tasks

@@ -9,10 +9,10 @@ import pytest
 import dtq
 from dtq.engine import layout, ops
 from dtq.engine.connection import get_client
-from dtq.engine.scripts import Scripts
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, events, finalize_by_hand, keys, orphans
+from tests.script_calls import Scripts
 from tests.testapp import tasks
 
 # Audit rows are committed on a connection of their own, outside the test's transaction.

@@ -13,7 +13,6 @@ from typing import Any
 import pytest
 
 from dtq.conf import dtq_settings
-from dtq.engine import firing
 from dtq.engine.connection import get_client
 from dtq.engine.cron import Timing
 from dtq.engine.errors import InvalidTaskError
@@ -23,6 +22,7 @@ from dtq.engine.submit import submit
 from dtq.result import TaskResult
 from tests.conftest import wait_for
 from tests.ops_support import claim_by_hand, finalize_by_hand
+from tests.script_calls import Scripts
 from tests.testapp import tasks  # noqa: F401  (registers the record task)
 
 RECORD = "tests.testapp.tasks.record"
@@ -95,7 +95,7 @@ def test_claim_holder_dies_before_submit(dtq_env):
     first.run_once(get_client(), [schedule])
     slot = schedule.timing.next_after(redis_ms())
     wait_for(lambda: redis_ms() >= slot, timeout=3)
-    claim = firing.script(get_client(), "claim")
+    claim = Scripts.of(get_client()).periodic_claim
     assert claim(keys=[keys().periodic("beat")], args=["dead", slot, 400])[0] == "ok"
     assert Firing(keys(), "b").run_once(get_client(), [schedule]) == 0  # "dead" holds it
     wait_for(lambda: Firing(keys(), "b").run_once(get_client(), [schedule]), timeout=3)
@@ -108,7 +108,7 @@ def test_scheduler_dies_between_submit_and_commit(dtq_env):
     Firing(keys(), "b").run_once(get_client(), [schedule])
     slot = schedule.timing.next_after(redis_ms())
     wait_for(lambda: redis_ms() >= slot, timeout=3)
-    claim = firing.script(get_client(), "claim")
+    claim = Scripts.of(get_client()).periodic_claim
     assert claim(keys=[keys().periodic("beat")], args=["dead", slot, 400])[0] == "ok"
     orphan = submit(schedule.submission(slot))  # submitted, then the process died
     wait_for(lambda: Firing(keys(), "b").run_once(get_client(), [schedule]), timeout=3)
@@ -118,7 +118,10 @@ def test_scheduler_dies_between_submit_and_commit(dtq_env):
 
 def test_commit_sent_twice_or_by_a_lost_owner_changes_nothing(dtq_env):
     state, log = keys().periodic("beat"), keys().periodic_log("beat")
-    claim, commit = firing.script(get_client(), "claim"), firing.script(get_client(), "commit")
+    claim, commit = (
+        Scripts.of(get_client()).periodic_claim,
+        Scripts.of(get_client()).periodic_commit,
+    )
     assert claim(keys=[state], args=["a", 5000, 100])[0] == "ok"
     args = ["a", 5000, "fired", "t1", 10, '{"slot":5000}']
     assert commit(keys=[state, log], args=args) == ["ok"]

@@ -59,7 +59,7 @@ def test_a_resent_call_is_absorbed(dtq_env: Any) -> None:
     from dtq.engine import codec, layout
     from dtq.engine.connection import get_client
     from dtq.engine.records.tasks import keys_for
-    from dtq.engine.scripts import Scripts
+    from tests.script_calls import Scripts
 
     task_id = tasks.record.enqueue().id
     [claimed] = claim_by_hand("tests", 1)

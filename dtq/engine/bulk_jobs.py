@@ -22,7 +22,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import ids, ops
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
-from dtq.engine.dlq import BATCH, discard_entries, replay_entries
+from dtq.engine.dlq import BATCH, DISCARDED, discard_entries, replay_entries
 from dtq.engine.errors import DtqError, InvalidOperation, ReadBudgetExceeded
 from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.records import find_dlq_entry, get_task
@@ -276,7 +276,7 @@ def _batch(action: str, task_ids: list[str], reason: str, report: Report) -> int
     for queue, entries in by_queue.items():
         if action == "discard":
             replies = discard_entries(queue, entries, reason or "discarded in bulk")
-            ok += replies.count("discarded")
+            ok += sum(1 for status in replies if status in DISCARDED)
         else:
             replies = replay_entries(queue, entries)
             ok += sum(r in ops.REPLAY_OK for r in replies)

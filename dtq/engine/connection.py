@@ -260,6 +260,16 @@ def client_for_key(key: str) -> redis.Redis:
     return _cached_client(None if slot == _slot(None) else slot)
 
 
+def routed(client: Any, keys: list[Any]) -> Any:
+    """Return the client for the slot of a script call's keys on a Redis Cluster, else client.
+
+    Every script's keys share one hash tag, so the first key names the slot of them all.
+    """
+    if not keys or not dtq_settings.REDIS_CLUSTER or dtq_settings.REDIS_SENTINELS:
+        return client
+    return client_for_key(str(keys[0]))
+
+
 def _cached_client(slot: int | None) -> redis.Redis:
     _check_fork()
     name = "sync" if slot is None else f"sync:{slot}"

@@ -1,13 +1,15 @@
-"""Call scripts straight on a redis-py connection, skipping the client layer on hot paths.
+"""The one caller of every Lua script, sync and async, straight on a redis-py connection.
 
 One script call per task (submit) or per batch (the worker's read, claim and finalize) is
 all the hot paths do, and redis-py's client layer around a call (pool checkout, retry and
 instrumentation wrappers, pure-Python packing in the sync client) cost more CPU than the
-call itself. These helpers keep what matters from it: the connection (auth, TLS, database,
-hiredis parsing, timeouts), a resend with backoff after a dropped connection (every hot
-script is safe to receive twice: see the resend notes in submit.lua, claim.lua and
-finalize.lua), and a reload after NOSCRIPT (Redis restarted or its scripts were flushed).
-Error replies (a refused write: OOM, READONLY, MISCONF) are raised at once, never resent.
+call itself. This module keeps what matters from it: the connection (auth, TLS, database,
+hiredis parsing, timeouts) and one policy for every script, hot or not:
+- a dropped connection: resend with backoff (every script is safe to receive twice: see
+  the "Resend:" line of each script's header), at most RESENDS times;
+- NOSCRIPT (Redis restarted or its scripts were flushed): load the script and resend;
+- an error reply (a refused write: OOM, READONLY, MISCONF; a bad argument): raised at once.
+Only the gateway (gateway.py) calls these.
 """
 
 from __future__ import annotations
@@ -23,6 +25,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from dtq.engine.scripts import Script
+
 RESENDS = 6  # as many as the clients' Retry in connection.py
 DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionResetError)
 
@@ -32,13 +36,20 @@ def backoff(resend: int) -> float:
     return float(min(2.0, 0.05 * 2**resend))
 
 
+def resend_after_drop(resend: int, exc: BaseException) -> float:
+    """Return the wait before resend number `resend` after a drop, or raise exc: out of tries."""
+    if resend == RESENDS:
+        raise exc
+    return backoff(resend)
+
+
 def pack(*command: Any) -> bytes:
     """Return one command packed by hiredis' C packer."""
     return bytes(pack_command(command))
 
 
-def pack_evalsha(script: Any, keys: list[Any], args: list[Any]) -> list[bytes]:
-    """Return the EVALSHA of a registered redis-py script, packed by hiredis."""
+def pack_evalsha(script: Script, keys: list[Any], args: list[Any]) -> list[bytes]:
+    """Return the EVALSHA of a script, packed by hiredis."""
     return [pack("EVALSHA", script.sha, len(keys), *keys, *args)]
 
 
@@ -68,8 +79,8 @@ def own_connection(client: Any) -> Any:
     return _own_connection(client.connection_pool)
 
 
-def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> Any:
-    """Run a registered script on this thread's own connection of the sync client's pool."""
+def call_script(client: Any, script: Script, keys: list[Any], args: list[Any]) -> Any:
+    """Run a script on this thread's own connection of the sync client's pool."""
     packed = pack_evalsha(script, keys, args)
     conn = _own_connection(client.connection_pool)
     resend = 0
@@ -78,13 +89,11 @@ def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> A
             conn.send_packed_command(packed)
             return conn.read_response()
         except NoScriptError:
-            conn.send_command("SCRIPT", "LOAD", script.script)
+            conn.send_command("SCRIPT", "LOAD", script.text)
             conn.read_response()
-        except DROPPED:
+        except DROPPED as exc:
             conn.disconnect()
-            if resend == RESENDS:
-                raise
-            time.sleep(backoff(resend))
+            time.sleep(resend_after_drop(resend, exc))
             resend += 1
         except ResponseError:
             # An error reply (OOM, READONLY, MISCONF...) was read whole: the connection is fine.
@@ -95,7 +104,9 @@ def call_script(client: Any, script: Any, keys: list[Any], args: list[Any]) -> A
             raise
 
 
-def call_script_many(client: Any, script: Any, calls: list[Call], window: int = 500) -> list[Any]:
+def call_script_many(
+    client: Any, script: Script, calls: list[Call], window: int = 500
+) -> list[Any]:
     """Run a registered script once per (keys, args), pipelined `window` calls per write.
 
     The next window is packed and sent before the replies of the last one are read, so the
@@ -113,11 +124,9 @@ def call_script_many(client: Any, script: Any, calls: list[Call], window: int = 
         missing: list[int] = []
         try:
             _send_windows(conn, script, calls, todo, window, replies, missing)
-        except DROPPED:
+        except DROPPED as exc:
             conn.disconnect()
-            if resend == RESENDS:
-                raise
-            time.sleep(backoff(resend))
+            time.sleep(resend_after_drop(resend, exc))
             resend += 1
             continue
         except BaseException:
@@ -127,7 +136,7 @@ def call_script_many(client: Any, script: Any, calls: list[Call], window: int = 
             if resend == RESENDS:
                 raise NoScriptError(f"{script.sha} is still not loaded after {RESENDS} loads")
             resend += 1
-            conn.send_command("SCRIPT", "LOAD", script.script)
+            conn.send_command("SCRIPT", "LOAD", script.text)
             conn.read_response()
         todo = missing
     return replies
@@ -135,7 +144,7 @@ def call_script_many(client: Any, script: Any, calls: list[Call], window: int = 
 
 def _send_windows(
     conn: Any,
-    script: Any,
+    script: Script,
     calls: list[Call],
     todo: list[int],
     window: int,
@@ -177,8 +186,8 @@ class AsyncCaller:
             self._conn = await self._pool.get_connection()
         return self._conn
 
-    async def script(self, script: Any, keys: list[Any], args: list[Any]) -> Any:
-        """Run a registered script; resend after a dropped connection, reload after NOSCRIPT."""
+    async def script(self, script: Script, keys: list[Any], args: list[Any]) -> Any:
+        """Run a script; resend after a dropped connection, reload after NOSCRIPT."""
         packed = pack_evalsha(script, keys, args)
         resend = 0
         while True:
@@ -187,13 +196,11 @@ class AsyncCaller:
                 await conn.send_packed_command(packed, check_health=False)
                 return await conn.read_response()
             except NoScriptError:
-                await conn.send_command("SCRIPT", "LOAD", script.script)
+                await conn.send_command("SCRIPT", "LOAD", script.text)
                 await conn.read_response()
-            except DROPPED:
+            except DROPPED as exc:
                 await conn.disconnect()
-                if resend == RESENDS:
-                    raise
-                await asyncio.sleep(backoff(resend))
+                await asyncio.sleep(resend_after_drop(resend, exc))
                 resend += 1
             except asyncio.CancelledError:
                 await conn.disconnect()  # a reply may be half read: never reuse the stream

@@ -7,11 +7,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, layout, records
+from dtq.engine import gateway, ids, layout, records
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 from dtq.engine.records import DlqEntry
-from dtq.engine.scripts import Scripts
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
 TRIM_BATCH = 500  # entries per retention call
@@ -88,6 +87,11 @@ def _task_id(entry: DlqEntry) -> str:
     return entry["task_id"] if ids.is_valid(entry["task_id"]) else "0" * 22
 
 
+# replay.lua's statuses of a replay that happened ('done': by an earlier send of the call).
+REPLAYED = ("replayed", "recreated", "done")
+DISCARDED = ("discarded", "done")  # discard.lua's statuses of a discard that happened
+
+
 def replay_entries(
     queue: str,
     entries: list[DlqEntry],
@@ -103,12 +107,19 @@ def replay_entries(
     if usable:
         queues = [queue]
         target = layout.queue_index(queues, to_queue or queue)
-        keys, argv = layout.build(_keys(), queues, _refs(queue, usable))
-        args: list[Any] = [1, target, int(dtq_settings.DEFAULT_MAX_ATTEMPTS)]
-        args += [e["entry_id"] for e in usable]
+        kept = None
         if edits is not None:
-            args += [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
-        replies = Scripts.of(get_client()).replay(keys=keys, args=[*argv, *args])
+            kept = [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
+        replies = gateway.replay(
+            get_client(),
+            _keys(),
+            queues,
+            _refs(queue, usable),
+            target,
+            int(dtq_settings.DEFAULT_MAX_ATTEMPTS),
+            [e["entry_id"] for e in usable],
+            kept,
+        )
     found = iter(replies)
     return [next(found) if ids.is_valid(e["task_id"]) else "stale" for e in entries]
 
@@ -117,18 +128,16 @@ def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[st
     """Delete entries from one queue's DLQ, releasing their tasks' idempotency keys."""
     if not entries:
         return []
-    keys, argv = layout.build(_keys(), [queue], _refs(queue, entries))
-    args = [reason, *(e["entry_id"] for e in entries)]
-    return list(Scripts.of(get_client()).discard(keys=keys, args=[*argv, *args]))
+    entry_ids = [e["entry_id"] for e in entries]
+    return gateway.discard(get_client(), _keys(), queue, _refs(queue, entries), reason, entry_ids)
 
 
 def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
     """Remove a queue's DLQ entries older than cutoff_ms (and their index entries); count them."""
-    keys, argv = layout.build(_keys(), [queue])
-    scripts = Scripts.of(get_client())
+    client, keys = get_client(), _keys()
     removed = 0
     while True:  # ends: no entry older than the cutoff is ever added
-        count = int(scripts.dlq_trim(keys=keys, args=[*argv, cutoff_ms, batch]))
+        count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)
         removed += count
         if count < batch:
             return removed

@@ -14,12 +14,12 @@ from dtq.conf import dtq_settings
 from dtq.engine import codec, ids, records, registry
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
-from dtq.engine.dlq import replay_entries
+from dtq.engine.dlq import REPLAYED, replay_entries
 from dtq.engine.errors import InvalidTaskError, NotInDeadLetterQueue
 from dtq.engine.keys import band_of, check_queue_name
 
 _UNSET: Any = object()
-REPLAY_OK = ("replayed", "recreated")
+REPLAY_OK = REPLAYED
 
 
 def check_arguments(task: Any, args: Any, kwargs: Any) -> None:

@@ -26,21 +26,28 @@ START_WITHIN = 0.8
 log = logging.getLogger("dtq.worker")
 
 
+def _optional_float(value: Any) -> float | None:
+    """Decode a number sent as '' when not set."""
+    return float(value) if value not in (None, "") else None
+
+
 @dataclass(slots=True, eq=False)
 class Attempt:
     """One claimed attempt of a task, held by this worker until finalized."""
 
-    id: str
-    entry: str
-    queue_index: int
-    band: int
-    name: str
-    payload: str
-    attempt: int
-    max_attempts: int
-    timeout: float | None
-    retry: str
-    idem: str
+    # The fields claim.lua replies with (metadata "claim": the decoder of the value sent): the
+    # gateway's CLAIMED reply is declared from these, and claim.lua builds it by the same names.
+    id: str = field(metadata={"claim": str})
+    entry: str = field(metadata={"claim": str})
+    queue_index: int = field(metadata={"claim": int})
+    band: int = field(metadata={"claim": int})
+    name: str = field(metadata={"claim": str})
+    payload: str = field(metadata={"claim": str})
+    attempt: int = field(metadata={"claim": int})
+    max_attempts: int = field(metadata={"claim": int})
+    timeout: float | None = field(metadata={"claim": _optional_float})
+    retry: str = field(metadata={"claim": str})
+    idem: str = field(metadata={"claim": str})
     queue: str = ""
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)
@@ -234,7 +241,8 @@ async def execute(
     """Run one attempt, with its registry entry's hooks around it if it has them.
 
     An entry may define started(att, worker_id, context) -> the context its handler takes, and
-    finished(att, worker_id, outcome); dtq.backends uses them for django.tasks' signals. They
+    finished(att, worker_id, outcome, state), which the worker calls once finalize.lua decided
+    the state (see report_finished); dtq.backends uses them for django.tasks' signals. They
     run on the pool, not on the loop, so their receivers may use the ORM.
     """
     entry = registry.get(att.name)
@@ -255,12 +263,19 @@ async def execute(
         outcome = failure(att, worker_id, TaskCancelled("cancelled on request"), False)
     if outcome.kind == "skip":
         return outcome  # the lease ran out while the started hook ran: the handler did not
-    try:
-        await loop.run_in_executor(pool, _hook, entry.finished, None, att, worker_id, outcome)
-    except asyncio.CancelledError:
-        if not att.cancel.is_set():
-            raise  # a cancel request that comes now must not lose a known outcome
     return tracing.finish(att, outcome)
+
+
+def report_finished(att: Attempt, worker_id: str, outcome: Outcome, state: str) -> None:
+    """Call the finished hook of att's entry with the state finalize.lua decided ('' fenced)."""
+    entry = registry.get(att.name)
+    if entry is not None and hasattr(entry, "finished"):
+        _hook(entry.finished, None, att, worker_id, outcome, state)
+
+
+def has_finished_hook(att: Attempt) -> bool:
+    """Return True when att's registry entry wants to hear how its attempts ended."""
+    return hasattr(registry.get(att.name), "finished")
 
 
 def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:

@@ -14,10 +14,9 @@ import logging
 import re
 from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
-from importlib import resources
 from typing import Any
 
-from dtq.engine import codec, ids
+from dtq.engine import codec, gateway, ids
 from dtq.engine.cron import Timing
 from dtq.engine.errors import (
     IdempotencyConflict,
@@ -211,8 +210,7 @@ class Firing:
         buffered: int | None,
     ) -> tuple[str, str] | None:
         name, slot = schedule.name, decision.slot
-        state_key = self.keys.periodic(name)
-        claim = script(client, "claim")(keys=[state_key], args=[self.owner, slot, CLAIM_LEASE_MS])
+        claim = gateway.periodic_claim(client, self.keys, name, self.owner, slot, CLAIM_LEASE_MS)
         if _str(claim[0]) == "done":
             return ("done", "")
         if _str(claim[0]) != "ok":
@@ -232,9 +230,8 @@ class Firing:
                 kind, task_id, reason = fired
         entry = {"slot": slot, "outcome": kind, "task": task_id, "reason": reason}
         lines = [codec.dumps({**e, "at": self.redis_now_ms}) for e in (*decision.skipped, entry)]
-        reply = script(client, "commit")(
-            keys=[state_key, self.keys.periodic_log(name)],
-            args=[self.owner, slot, kind, task_id, LOG_LENGTH, *lines],
+        reply = gateway.periodic_commit(
+            client, self.keys, name, self.owner, slot, kind, task_id, LOG_LENGTH, lines
         )
         if _str(reply[0]) == "lost":
             log.info("schedule=%s slot=%s: claim taken over by %s", name, slot, _str(reply[1]))
@@ -262,17 +259,6 @@ class Firing:
         if self.next_due_ms is None:
             return None
         return max(self.next_due_ms - self.redis_now_ms, 0) / 1000
-
-
-def script(client: Any, name: str) -> Any:
-    """Return this client's registered periodic_<name>.lua (loaded once per client)."""
-    loaded = getattr(client, "_dtq_periodic_scripts", None)
-    if loaded is None:
-        loaded = client._dtq_periodic_scripts = {}
-    if name not in loaded:
-        folder = resources.files("dtq.engine") / "lua"
-        loaded[name] = client.register_script((folder / f"periodic_{name}.lua").read_text())
-    return loaded[name]
 
 
 def redis_ms(client: Any) -> int:

@@ -17,11 +17,10 @@ from contextlib import contextmanager
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, failpoints, layout
+from dtq.engine import codec, failpoints, gateway
 from dtq.engine.connection import get_client
 from dtq.engine.errors import OperationInProgress, PermanentError
 from dtq.engine.keys import Keys
-from dtq.engine.scripts import Scripts
 
 KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 DEFAULT_LEASE = 30.0  # seconds a dead process can keep the key 'processing'
@@ -42,32 +41,26 @@ class _Operation:
         self.token = secrets.token_hex(8)
         self.lease_ms = max(int(lease * 1000), 100)
         self.client = get_client()
-        self.scripts = Scripts.of(self.client)
-        keys, argv = layout.build(Keys(dtq_settings.KEY_PREFIX, 0), [])
-        self.keys = [*keys, Keys(dtq_settings.KEY_PREFIX, 0).operation(key)]
-        self.argv = argv
-
-    def _call(self, script: Any, *args: Any) -> Any:
-        return script(keys=self.keys, args=[*self.argv, self.token, *args])
+        self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
 
     def begin(self) -> list[Any]:
         """Return ['acquired'], ['done', result JSON] or ['busy', lease left in ms]."""
-        return list(self._call(self.scripts.op_begin, self.lease_ms))
+        return gateway.op_begin(self.client, self.keys, self.key, self.token, self.lease_ms)
 
     def renew(self) -> bool:
         """Extend this attempt's lease; False when it is no longer ours."""
-        return bool(self._call(self.scripts.op_renew, self.lease_ms))
+        return gateway.op_renew(self.client, self.keys, self.key, self.token, self.lease_ms)
 
     def store(self, result: str, ttl: int) -> str:
         """Store the result (unless an earlier one is stored) and return the stored one."""
-        reply = self._call(self.scripts.op_finish, "done", result, ttl)
+        reply = gateway.op_finish(self.client, self.keys, self.key, self.token, "done", result, ttl)
         if reply[0] == "kept":
             log.warning("operation key=%s finished twice; the first result is kept", self.key)
         return str(reply[1])
 
     def release(self) -> None:
         """Free the key after a failure, if this attempt still holds it."""
-        self._call(self.scripts.op_finish, "failed", "", 0)
+        gateway.op_finish(self.client, self.keys, self.key, self.token, "failed", "", 0)
 
     @contextmanager
     def renewing(self) -> Iterator[None]:

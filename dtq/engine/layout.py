@@ -9,19 +9,9 @@ from dataclasses import dataclass
 
 from dtq.conf import dtq_settings
 from dtq.engine.keys import BANDS, GROUP, Keys
-from dtq.engine.state import TaskState
+from dtq.engine.protocol import STATE_ORDER
 
-STATE_ORDER = (
-    TaskState.PENDING,
-    TaskState.QUEUED,
-    TaskState.RUNNING,
-    TaskState.RETRYING,
-    TaskState.SUCCEEDED,
-    TaskState.FAILED,
-    TaskState.DEAD_LETTERED,
-    TaskState.CANCELLED,
-    TaskState.EXPIRED,
-)
+__all__ = ["STATE_ORDER", "TaskRef", "build", "queue_index"]
 
 
 @dataclass(frozen=True, slots=True)

@@ -12,7 +12,8 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, codec, layout, registry
+from dtq.engine import clock, codec, gateway, registry
+from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, start_by
 from dtq.engine.refusals import WriteRefusals
 
@@ -33,7 +34,8 @@ class LivenessMixin:
     keys: Any
     refusals: WriteRefusals
     _client: Any
-    _scripts: Any
+    _flusher: AsyncCaller
+    _beater: AsyncCaller
 
     async def _heartbeat_loop(self) -> None:
         """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
@@ -53,20 +55,16 @@ class LivenessMixin:
         held = list(self.held.values())
         now = time.time()
         lease = dtq_settings.lease_timeout
-        pipe = self._client.pipeline(transaction=False)
         if held:
-            refs = [layout.TaskRef(att.id, att.queue) for att in held]
-            keys, argv = layout.build(self.keys, [], refs)
-            args = [a for att in held for a in (att.id, att.entry, att.attempt)]
-            lease_ms = int(lease * 1000)
-            await self._scripts.renew(keys=keys, args=[*argv, lease_ms, *args], client=pipe)
+            sent = clock.now()
+            # The heartbeat owns its script connection: the fetch and flush loops run meanwhile.
+            statuses = await gateway.renew(self._beater, self.keys, held, int(lease * 1000))
+            self._apply_renewals(held, statuses, start_by(sent, lease))
+        pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self.keys.workers, {self.worker_id: now})
         pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
         pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
-        sent = clock.now()
-        replies = await pipe.execute()
-        if held:
-            self._apply_renewals(held, replies[0], start_by(sent, lease))
+        await pipe.execute()
 
     def _apply_renewals(self, held: list[Attempt], statuses: list[int], until: float) -> None:
         """Extend or mark lost each attempt's lease; pass cancel requests on to the handlers."""
@@ -115,8 +113,9 @@ class LivenessMixin:
     async def _deregister(self) -> None:
         """Leave the worker registry, unless entries are still pending under our name."""
         try:
-            keys, argv = layout.build(self.keys, self.queues)
-            holding = await self._scripts.forget_consumer(keys=keys, args=[*argv, self.worker_id])
+            holding = await gateway.forget_consumer_async(
+                self._flusher, self.keys, self.queues, self.worker_id
+            )
             if holding:
                 return  # entries still pending under our name: the reaper settles them
             pipe = self._client.pipeline(transaction=False)

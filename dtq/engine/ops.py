@@ -12,11 +12,19 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, ids, layout, records
+from dtq.engine import cursors, gateway, ids, layout, records
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.dlq import BulkResult, DlqFilter, bulk, discard_entries, replay_entries
+from dtq.engine.dlq import (
+    DISCARDED,
+    REPLAYED,
+    BulkResult,
+    DlqFilter,
+    bulk,
+    discard_entries,
+    replay_entries,
+)
 from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
     DtqError,
@@ -29,7 +37,6 @@ from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.purge import Progress as PurgeProgress
 from dtq.engine.purge import Purge, PurgePreview, PurgeResult, preview
 from dtq.engine.records import DlqEntry
-from dtq.engine.scripts import Scripts
 
 __all__ = [
     "Actor",
@@ -50,7 +57,7 @@ __all__ = [
 ]
 
 CANCEL_ATTEMPTS = 3  # a task replayed into another queue mid-cancel is looked up again
-REPLAY_OK = ("replayed", "recreated")
+REPLAY_OK = REPLAYED
 
 
 def _queue(name: str) -> str:
@@ -113,14 +120,14 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
-        key_list, argv = layout.build(keys, [queue], [layout.TaskRef(task_id, queue, idem or "")])
-        reply = Scripts.of(client).cancel(keys=key_list, args=[*argv, reason])
-        if reply[0] == "finished":
-            raise TaskAlreadyFinished(task_id, reply[1])
-        if reply[0] == "missing":
+        ref = layout.TaskRef(task_id, queue, idem or "")
+        kind, detail = gateway.cancel(client, keys, ref, reason)
+        if kind == "finished":
+            raise TaskAlreadyFinished(task_id, detail)
+        if kind == "missing":
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
-        if reply[0] != "moved":
-            return str(reply[0])
+        if kind != "moved":
+            return kind
     raise DtqError(f"task {task_id} keeps moving between queues; try again")
 
 
@@ -143,10 +150,7 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     with audited(actor, action, queue=queue, reason=reason) as report:
         if _queue(queue) not in records.queue_names():  # pausing must not create a queue
             _target(queue)
-        key_list, argv = layout.build(_keys(), [queue])
-        changed = Scripts.of(get_client()).pause(
-            keys=key_list, args=[*argv, "1" if paused else "0", reason]
-        )
+        changed = gateway.pause(get_client(), _keys(), queue, paused, reason)
         report.affected = int(changed)
         if not changed:
             report.detail = f"queue was already {'paused' if paused else 'running'}"
@@ -265,7 +269,7 @@ def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
         status = discard_entries(entry["queue"], [entry], reason)[0]
-        if status != "discarded":
+        if status not in DISCARDED:
             raise NotInDeadLetterQueue(task_id, _why(status))
         report.affected = 1
 
@@ -320,7 +324,7 @@ def _discard_all(
 
     result = BulkResult()
     try:
-        return bulk(queue, flt, act, ("discarded",), _tracking(report, progress), result, after)
+        return bulk(queue, flt, act, DISCARDED, _tracking(report, progress), result, after)
     finally:  # also when a later batch failed: the row counts what was really done
         _record_bulk(report, result)
 

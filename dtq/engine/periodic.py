@@ -16,7 +16,6 @@ from dtq.engine import layout
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 from dtq.engine.refusals import WriteRefusals
-from dtq.engine.scripts import Scripts
 
 PROCESS_HISTORY = 3600  # seconds a stopped or dead process stays listed
 
@@ -38,10 +37,6 @@ class Periodic:
     @property
     def client(self) -> Any:
         return get_client()
-
-    @property
-    def scripts(self) -> Scripts:
-        return Scripts.of(self.client)
 
     def interval(self) -> float:
         """Return how long to wait before the next pass."""
@@ -109,20 +104,16 @@ class Periodic:
         now_ms = int(time.time() * 1000)
         return list(self.client.zrangebyscore(zset, "-inf", now_ms, start=0, num=batch))
 
-    def script_inputs(self, task_ids: list[str]) -> tuple[list[str], list[Any], list[Any]]:
-        """Look up each task's queue in one round trip and lay out a batch script call.
+    def task_refs(self, task_ids: list[str]) -> list[layout.TaskRef]:
+        """Look up each task's queue and idempotency key in one round trip.
 
-        Returns (KEYS, ARGV header, (queue index, task id) pairs). A task whose record is gone
-        gets the default queue: scripts only need some block to drop it.
+        A task whose record is gone gets the default queue: scripts only need some block to
+        drop it.
         """
         pipe = self.client.pipeline(transaction=False)
         for task_id in task_ids:
             pipe.hmget(self.keys.task(task_id), "queue", "idem")
-        queues: list[str] = []
-        refs, pairs = [], []
-        for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True):
-            queue = queue or dtq_settings.DEFAULT_QUEUE
-            pairs += [layout.queue_index(queues, queue), task_id]
-            refs.append(layout.TaskRef(task_id, queue, idem or ""))
-        keys, argv = layout.build(self.keys, queues, refs)
-        return keys, list(argv), pairs
+        return [
+            layout.TaskRef(task_id, queue or dtq_settings.DEFAULT_QUEUE, idem or "")
+            for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True)
+        ]

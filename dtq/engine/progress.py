@@ -16,10 +16,9 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from dtq.engine import codec, layout
+from dtq.engine import codec, gateway, layout
 from dtq.engine.connection import get_client
 from dtq.engine.records.tasks import keys_for
-from dtq.engine.scripts import Scripts
 
 INTERVAL = 0.5  # seconds between two writes of one attempt, at least
 MAX_MESSAGE = 200  # characters of a progress message kept
@@ -42,9 +41,8 @@ def store(task_id: str, queue: str, attempt: int, fraction: float, message: str)
     """Write one progress value now; return progress.lua's reply (1 stored, 0 refused, 2 same)."""
     keys = keys_for(task_id)
     value = {"fraction": fraction, "message": message, "at": round(time.time(), 3)}
-    k, argv = layout.build(keys, [queue], [layout.TaskRef(task_id, queue)])
-    client = get_client()
-    return int(Scripts.of(client).progress(keys=k, args=[*argv, attempt, codec.dumps(value)]))
+    ref = layout.TaskRef(task_id, queue)
+    return gateway.progress(get_client(), keys, ref, attempt, codec.dumps(value))
 
 
 class Reporter:

@@ -3,15 +3,14 @@
 from __future__ import annotations
 
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, layout
+from dtq.engine import gateway, ids, layout
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, Keys
-from dtq.engine.scripts import Scripts
 from dtq.engine.state import TaskState
 
 BATCH = 200  # tasks per script call: one call never blocks Redis for long
@@ -55,7 +54,7 @@ class PurgeResult:
         """With more: the cursor that continues this purge (its cutoff), else None."""
         return str(self.cutoff_ms) if self.more else None
 
-    def add(self, reply: list[int]) -> None:
+    def add(self, reply: Sequence[int]) -> None:
         """Count one batch's reply {queued, scheduled, released, removed, skipped}."""
         self.queued += int(reply[0])
         self.scheduled += int(reply[1])
@@ -100,7 +99,6 @@ class Purge:
         self.limit = limit  # at most this many items per run; None = all
         self.keys = _keys()
         self.client: Any = get_client()  # decode_responses: replies are str
-        self.scripts = Scripts.of(self.client)
         self.result = PurgeResult()
         if cutoff_ms is not None:  # a purge continued: same tasks as its first part
             self.result.cutoff_ms = cutoff_ms
@@ -174,9 +172,7 @@ class Purge:
             layout.TaskRef(_safe(task_id), self.queue, idem or "")
             for (_, task_id, _, _), idem in zip(items, pipe.execute(), strict=True)
         ]
-        keys, argv = layout.build(self.keys, [self.queue], refs)
-        args = [self.reason, *(v for item in items for v in item)]
-        self.result.add(self.scripts.purge(keys=keys, args=[*argv, *args]))
+        self.result.add(gateway.purge(self.client, self.keys, self.queue, refs, self.reason, items))
         self.result.taken += len(items)
         if self.progress is not None:
             self.progress(self.result)

@@ -9,7 +9,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import layout
+from dtq.engine import gateway
 from dtq.engine.direct import pack
 from dtq.engine.keys import GROUP
 
@@ -23,22 +23,17 @@ class ReadingMixin:
     keys: Any
     stopping: bool
     _client: Any
-    _scripts: Any
     _fetcher: Any
     _blocker: Any
     _blocked_id: int | None
     _unblocking: asyncio.Task[None] | None
     _stream_blocks: dict[str, tuple[int, int]]
 
-    async def _read(self, capacity: int) -> tuple[list[Any], list[str]]:
+    async def _read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
         """Read up to capacity entries in priority order; also return the streams to watch."""
-        keys, argv = layout.build(self.keys, self.queues)
-        reply = await self._fetcher.script(
-            self._scripts.read, keys, [*argv, self.worker_id, capacity]
-        )
-        return reply[0], reply[1]
+        return await gateway.read(self._fetcher, self.keys, self.queues, self.worker_id, capacity)
 
-    async def _wait_for_new(self, watch: list[str], capacity: int) -> list[Any]:
+    async def _wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
 
         Reading in the group hands an arriving entry to one idle worker only, and saves
@@ -76,12 +71,12 @@ class ReadingMixin:
 
         self._unblocking = asyncio.get_running_loop().create_task(unblock())
 
-    def _entries(self, streams: Any) -> list[Any]:
-        """Flatten an XREADGROUP reply (a RESP3 map or RESP2 pairs) into read.lua's format."""
-        out: list[Any] = []
+    def _entries(self, streams: Any) -> list[gateway.Entry]:
+        """Turn an XREADGROUP reply (a RESP3 map or RESP2 pairs) into entries, as read.lua's."""
+        out: list[gateway.Entry] = []
         for stream, items in streams.items() if isinstance(streams, dict) else streams:
             qi, band = self._stream_blocks[stream]
             for eid, fields in items:
                 f = dict(zip(fields[::2], fields[1::2], strict=True))
-                out += [qi, band, eid, f.get("t", ""), f.get("i", "")]
+                out.append(gateway.Entry(qi, band, eid, f.get("t", ""), f.get("i", "")))
         return out

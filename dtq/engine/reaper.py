@@ -8,7 +8,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import dlq, failpoints, layout
+from dtq.engine import dlq, failpoints, gateway, layout
 from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
@@ -70,16 +70,16 @@ class Reaper(Periodic):
         return self.refusals.recent(2 * dtq_settings.lease_timeout)
 
     @property
-    def _dlq(self) -> str:
-        return "1" if dtq_settings.DLQ_ENABLED else "0"
+    def use_dlq(self) -> bool:
+        return bool(dtq_settings.DLQ_ENABLED)
 
     def reclaim_expired_leases(self) -> int:
         """Requeue (or dead-letter) RUNNING tasks whose lease ran out."""
         ids = self.due(self.keys.running, int(dtq_settings.REAPER_BATCH))
         if not ids:
             return 0
-        keys, argv, pairs = self.script_inputs(ids)
-        requeued, dead, _ = self.scripts.reclaim(keys=keys, args=[*argv, self._dlq, *pairs])
+        refs = self.task_refs(ids)
+        requeued, dead, _ = gateway.reclaim(self.client, self.keys, refs, self.use_dlq)
         if requeued or dead:
             self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
         if failpoints.ACTIVE:
@@ -121,8 +121,7 @@ class Reaper(Periodic):
         return [row["message_id"] for row in rows]
 
     def _forget_worker(self, worker_id: str) -> None:
-        keys, argv = layout.build(self.keys, self._known_queues())
-        if self.scripts.forget_consumer(keys=keys, args=[*argv, worker_id]):
+        if gateway.forget_consumer(self.client, self.keys, self._known_queues(), worker_id):
             return  # it read entries since we looked: settle them on the next pass
         pipe = self.client.pipeline(transaction=False)
         pipe.zrem(self.keys.workers, worker_id)
@@ -155,15 +154,14 @@ class Reaper(Periodic):
     def _reconcile(self, queue: str, band: int, entries: list[Any]) -> int:
         if not entries:
             return 0
-        refs, args = [], []
+        refs, settling = [], []
         for entry_id, fields in entries:
             task_id = (fields or {}).get("t") or "gone"
             idem = fields.get("i") if fields and "i" in fields else self._idem(task_id)
             refs.append(layout.TaskRef(task_id, queue, idem))
-            args += [1, band, entry_id]
-        keys, argv = layout.build(self.keys, [queue], refs)
-        redelivered, reclaimed, absorbed, _ = self.scripts.reconcile(
-            keys=keys, args=[*argv, self._dlq, *args]
+            settling.append((band, entry_id))
+        redelivered, reclaimed, absorbed, _ = gateway.reconcile(
+            self.client, self.keys, queue, refs, settling, self.use_dlq
         )
         self.log.info(
             "settled pending entries queue=%s redelivered=%s reclaimed=%s absorbed=%s",
@@ -203,8 +201,7 @@ class Reaper(Periodic):
         self.forget_after = batch[-1] if len(batch) < len(candidates) else ""
         forgotten = 0
         for queue in batch:
-            keys, argv = layout.build(self.keys, [queue])
-            if self.scripts.forget_queue(keys=keys, args=argv):
+            if gateway.forget_queue(self.client, self.keys, queue):
                 forgotten += 1
                 self.log.info("forgot unused queue queue=%s", queue)
         return forgotten

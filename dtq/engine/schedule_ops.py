@@ -11,7 +11,7 @@ from datetime import UTC, datetime
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, firing
+from dtq.engine import codec, firing, gateway
 from dtq.engine.audit import Actor, audited
 from dtq.engine.connection import get_client
 from dtq.engine.firing import Schedule
@@ -96,9 +96,8 @@ def resume(schedule: Schedule, *, actor: Actor, reason: str = "") -> bool:
     """Fire a paused schedule again from now on; False if it was not paused."""
     with audited(actor, "periodic_resume", reason=reason, parameters=_params(schedule)) as report:
         keys = _keys()
-        changed = firing.script(get_client(), "resume")(
-            keys=[keys.periodic(schedule.name), keys.periodic_log(schedule.name)],
-            args=[firing.LOG_LENGTH, reason],
+        changed = gateway.periodic_resume(
+            get_client(), keys, schedule.name, firing.LOG_LENGTH, reason
         )
         report.affected = int(changed)
         if not changed:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import time
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints
+from dtq.engine import failpoints, gateway
 from dtq.engine.firing import Firing
 from dtq.engine.periodic import Periodic
 
@@ -35,8 +35,7 @@ class Scheduler(Periodic):
         due = self.due(self.keys.schedule, batch)
         if not due:
             return 0
-        keys, argv, pairs = self.script_inputs(due)
-        promoted, expired, dropped = self.scripts.promote(keys=keys, args=[*argv, *pairs])
+        promoted, expired, dropped = gateway.promote(self.client, self.keys, self.task_refs(due))
         if failpoints.ACTIVE:
             failpoints.hit("scheduler.after_promote")
         self.log.debug("promoted=%s expired=%s dropped=%s", promoted, expired, dropped)

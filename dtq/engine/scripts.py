@@ -1,11 +1,17 @@
-"""Load the Lua scripts once and call them by SHA (redis-py reloads them after a restart)."""
+"""The Lua scripts as text: lib.lua's prelude (with protocol.py's constants) and each body.
+
+A Script is plain data (name, text, SHA); direct.py sends it and reloads it after NOSCRIPT.
+"""
 
 from __future__ import annotations
 
+import hashlib
 import re
+from dataclasses import dataclass
 from functools import cache
 from importlib import resources
-from typing import Any
+
+from dtq.engine import protocol
 
 NAMES = (
     "submit",
@@ -30,11 +36,22 @@ NAMES = (
     "op_finish",
     "progress",
 )
-
+# Standalone scripts: one schedule's state hash, none of lib.lua's layout.
+STANDALONE = ("periodic_claim", "periodic_commit", "periodic_resume")
 
 FLUSHES = ("flush_counts", "flush_zsets", "flush_events", "flush_acks")  # acks last
 DEFINED = re.compile(r"^local (?:function )?([\w, ]+?)(?: =|\()", re.M)
 COMMENT = re.compile(r"--.*$", re.M)
+GENERATED = "-- @generated constants (protocol.py)"
+
+
+@dataclass(frozen=True, slots=True)
+class Script:
+    """One script's full text and the SHA1 EVALSHA names it by."""
+
+    name: str
+    text: str
+    sha: str
 
 
 def _words(code: str) -> set[str]:
@@ -61,6 +78,17 @@ def _used_lib(lib: str, body: str) -> str:
     return "\n\n".join(p for p, keep in zip(paragraphs, used, strict=True) if keep)
 
 
+def lib_text() -> str:
+    """Return lib.lua with protocol.py's constants and reply builders written in."""
+    from dtq.engine import gateway  # the reply declarations; gateway imports this module
+
+    lib = (resources.files("dtq.engine") / "lua" / "lib.lua").read_text()
+    generated = protocol.lua_prelude() + "\n\n" + gateway.lua_reply_builders()
+    if GENERATED not in lib:
+        raise RuntimeError(f"lib.lua lost its {GENERATED!r} line")
+    return lib.replace(GENERATED, generated)
+
+
 @cache
 def source(name: str) -> str:
     """Return the full text of a script: the lib.lua it uses, then its body as a function.
@@ -69,9 +97,10 @@ def source(name: str) -> str:
     writes, events, then acknowledgements last) after it returns, whichever of its return
     statements it took.
     """
-    folder = resources.files("dtq.engine") / "lua"
-    body = (folder / f"{name}.lua").read_text()
-    lib = _used_lib((folder / "lib.lua").read_text(), body)
+    body = (resources.files("dtq.engine") / "lua" / f"{name}.lua").read_text()
+    if name in STANDALONE:
+        return body
+    lib = _used_lib(lib_text(), body)
     flushes = "".join(f"{f}()\n" for f in FLUSHES if f"local function {f}(" in lib)
     return (
         f"{lib}\nlocal function script_body()\n{body}\nend\n"
@@ -79,27 +108,10 @@ def source(name: str) -> str:
     )
 
 
-class Scripts:
-    """The registered scripts of one client, as attributes (scripts.submit(...))."""
-
-    def __init__(self, client: Any) -> None:
-        self._client = client
-        self._loaded: dict[str, Any] = {}
-
-    @classmethod
-    def of(cls, client: Any) -> Scripts:
-        """Return the Scripts bound to client, created once per client."""
-        scripts = getattr(client, "_dtq_scripts", None)
-        if scripts is None:
-            scripts = cls(client)
-            client._dtq_scripts = scripts
-        return scripts
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_") or name not in NAMES:
-            raise AttributeError(name)
-        script = self._loaded.get(name)
-        if script is None:
-            script = self._client.register_script(source(name))
-            self._loaded[name] = script
-        return script
+@cache
+def script(name: str) -> Script:
+    """Return the named script (one of NAMES or STANDALONE)."""
+    if name not in NAMES and name not in STANDALONE:
+        raise ValueError(f"no script named {name!r}")
+    text = source(name)
+    return Script(name, text, hashlib.sha1(text.encode()).hexdigest())

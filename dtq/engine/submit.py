@@ -12,10 +12,9 @@ from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, durable, ids, layout, refusals
+from dtq.engine import codec, durable, gateway, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
-from dtq.engine.direct import call_script, call_script_many
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
@@ -26,7 +25,6 @@ from dtq.engine.errors import (
     SubmitError,
 )
 from dtq.engine.keys import Keys, band_of, check_queue_name
-from dtq.engine.scripts import Scripts
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
@@ -146,8 +144,8 @@ def _calls(
         positions.append(position)
     calls = []
     for shard, (queues, refs, args, positions) in by_shard.items():
-        key_list, header = layout.build(Keys(dtq_settings.KEY_PREFIX, shard), queues, refs)
-        calls.append((key_list, [*header, *args], positions))
+        call = gateway.submit_call(Keys(dtq_settings.KEY_PREFIX, shard), queues, refs, args)
+        calls.append((*call, positions))
     return calls
 
 
@@ -157,8 +155,7 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     task_id, shard = _task_id(sub)
     keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
     ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
-    key_list, header = layout.build(keys, [sub.queue], [ref])
-    return key_list, [*header, *_task_args(sub, task_id, 1)]
+    return gateway.submit_call(keys, [sub.queue], [ref], _task_args(sub, task_id, 1))
 
 
 def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:
@@ -167,28 +164,28 @@ def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:
     return codec.fingerprint(sub.name, bare)
 
 
-def interpret(sub: Submission, reply: list[Any]) -> Accepted:
-    """Turn one task's REPLY_FIELDS reply fields of submit.lua into an Accepted, or raise."""
-    kind = reply[0]
+def interpret(sub: Submission, reply: gateway.Submitted) -> Accepted:
+    """Turn submit.lua's answer for one task into an Accepted, or raise."""
+    kind = reply.kind
     if kind == "ok":
-        return Accepted(reply[1], reply[2], created_ms=int(reply[3]))
+        return Accepted(reply.id, reply.state, created_ms=int(reply.created))
     if kind == "duplicate":
-        return Accepted(reply[1], "", duplicate=True)
+        return Accepted(reply.id, "", duplicate=True)
     if kind == "full":
         raise QueueFull(sub.queue, dtq_settings.max_depth(sub.queue), retry_after=1)
     key = sub.idempotency_key or ""
     if kind == "in_progress":
-        raise IdempotencyInProgress(key, reply[1])
-    raise IdempotencyConflict(key, reply[1])
+        raise IdempotencyInProgress(key, reply.id)
+    raise IdempotencyConflict(key, reply.id)
 
 
 def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     with tracing.producing(sub) as span:
-        key_list, argv = prepare(sub)
+        call = prepare(sub)
         client = get_client()
         try:
-            reply = call_script(client, Scripts.of(client).submit, key_list, argv)
+            (reply,) = gateway.submit(client, call)
         except ResponseError as exc:
             refused = refusals.as_submit_error(exc)
             if refused is None:
@@ -209,7 +206,6 @@ def prepare_many(subs: Sequence[Submission]) -> None:
 
 
 MANY_CHUNK = 500  # tasks per script call at most: a script blocks Redis while it runs
-REPLY_FIELDS = 4  # per task in submit.lua's reply: kind, id, state, created at
 
 
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
@@ -228,9 +224,7 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
     client = get_client()
-    replies = call_script_many(
-        client, Scripts.of(client).submit, [(keys, argv) for _, (keys, argv, _) in calls]
-    )
+    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
     durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
@@ -239,13 +233,15 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     return [r for r in results if r is not None]
 
 
-def _outcome(sub: Submission, reply: Any, i: int) -> Accepted | SubmitError:
+def _outcome(
+    sub: Submission, reply: list[gateway.Submitted] | Exception, i: int
+) -> Accepted | SubmitError:
     """Return the i-th task's outcome of one submit.lua call (its reply or its error)."""
     if isinstance(reply, Exception):  # e.g. OOM: the call wrote nothing
         refused = refusals.as_submit_error(reply)
         return refused or SubmitError(f"Redis refused the submission: {reply}")
     try:
-        return interpret(sub, reply[REPLY_FIELDS * i :])
+        return interpret(sub, reply[i])
     except SubmitError as exc:
         return exc
 

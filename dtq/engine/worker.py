@@ -18,7 +18,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, failpoints, layout
+from dtq.engine import clock, failpoints, gateway
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.errors import PermanentError
@@ -27,7 +27,9 @@ from dtq.engine.executor import (
     Outcome,
     execute,
     failure,
+    has_finished_hook,
     is_plain_sync,
+    report_finished,
     run_sync_attempt,
     start_by,
 )
@@ -35,7 +37,6 @@ from dtq.engine.keys import BANDS, Keys
 from dtq.engine.liveness import LivenessMixin
 from dtq.engine.reading import ReadingMixin
 from dtq.engine.refusals import WriteRefusals
-from dtq.engine.scripts import Scripts
 
 log = logging.getLogger("dtq.worker")
 MAX_BACKOFF = 5.0  # seconds between retries of a loop while Redis is down or refuses writes
@@ -66,7 +67,9 @@ class Worker(LivenessMixin, ReadingMixin):
         self.held: dict[str, Attempt] = {}
         self.stuck: set[Attempt] = set()
         self.outbox: list[tuple[Attempt, Outcome]] = []
-        self.unclaimed: list[Any] = []  # read entries whose claim failed: sent again first
+        self.unclaimed: list[
+            gateway.Entry
+        ] = []  # read entries whose claim failed: sent again first
         self.refusals = WriteRefusals(log)  # shared by the loops: one log line per change
         self.processed = 0
         self.running = 0  # claimed attempts whose handler has not returned yet
@@ -88,6 +91,7 @@ class Worker(LivenessMixin, ReadingMixin):
         self._inbox: collections.deque[tuple[Attempt, Outcome]] = collections.deque()
         self._inbox_wakeup = False
         self._event_loop: asyncio.AbstractEventLoop | None = None
+        self._hooks: set[asyncio.Future[None]] = set()  # finished hooks still running
 
     # ----- lifecycle -------------------------------------------------------------------
 
@@ -108,11 +112,11 @@ class Worker(LivenessMixin, ReadingMixin):
     async def main(self) -> None:
         """Start the fetch, flush and heartbeat loops and wait for a clean stop."""
         self._client = new_async_client()
-        self._scripts = Scripts.of(self._client)
         # The fetch and flush loops each own a connection for their script calls.
         self._fetcher = AsyncCaller(self._client)
         self._flusher = AsyncCaller(self._client)
         self._blocker = AsyncCaller(self._client)  # blocking reads
+        self._beater = AsyncCaller(self._client)  # the heartbeat's lease renewals
         self._changed = asyncio.Event()
         self._event_loop = asyncio.get_running_loop()
         self._flush_now = asyncio.Event()
@@ -134,10 +138,13 @@ class Worker(LivenessMixin, ReadingMixin):
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
+            if self._hooks:
+                await asyncio.wait(set(self._hooks), timeout=self.shutdown_timeout)
             await self._deregister()
             await self._fetcher.aclose()
             await self._flusher.aclose()
             await self._blocker.aclose()
+            await self._beater.aclose()
             await self._client.aclose()
             self._pool.shutdown(wait=False, cancel_futures=True)
             self.abandoned = len(self.held) + len(self.stuck)
@@ -249,48 +256,22 @@ class Worker(LivenessMixin, ReadingMixin):
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self._changed.wait(), timeout)
 
-    async def _claim(self, entries: list[Any]) -> None:
-        refs, args = [], []
-        for i in range(0, len(entries), 5):
-            qi, band, eid, task_id, idem = entries[i : i + 5]
-            refs.append(layout.TaskRef(task_id or "gone", self.queues[int(qi) - 1], idem or ""))
-            args += [qi, band, eid]
-        keys, argv = layout.build(self.keys, self.queues, refs)
+    async def _claim(self, entries: list[gateway.Entry]) -> None:
         lease = dtq_settings.lease_timeout
         sent = clock.now()  # before the call: Redis starts the lease later than this
         try:
-            reply = await self._fetcher.script(
-                self._scripts.claim, keys, [*argv, self.worker_id, int(lease * 1000), *args]
+            attempts = await gateway.claim(
+                self._fetcher, self.keys, self.queues, entries, self.worker_id, int(lease * 1000)
             )
         except RedisError:  # the entries sit in our pending list, where no read finds them
             self.unclaimed = entries
             raise
-        attempts = [
-            Attempt(*self._attempt_fields(reply[i : i + 11])) for i in range(0, len(reply), 11)
-        ]
         for att in attempts:
             att.lease_until = start_by(sent, lease)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
             self._start(att)
-
-    def _attempt_fields(self, row: list[Any]) -> tuple[Any, ...]:
-        task_id, eid, qi, band, name, payload, attempt, max_attempts, timeout, retry, idem = row
-        return (
-            task_id,
-            eid,
-            int(qi),
-            int(band),
-            name,
-            payload,
-            int(attempt),
-            int(max_attempts),
-            float(timeout) if timeout else None,
-            retry,
-            idem or "",
-            self.queues[int(qi) - 1],
-        )
 
     # ----- running ---------------------------------------------------------------------
 
@@ -435,46 +416,39 @@ class Worker(LivenessMixin, ReadingMixin):
 
     async def _skip(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         """Record attempts dropped unrun and give back those still ours (skip.lua)."""
-        queues: list[str] = []
-        refs, args = [], []
-        for att, out in batch:
-            qi = layout.queue_index(queues, att.queue)
-            refs.append(layout.TaskRef(att.id, att.queue, att.idem))
-            args += [qi, att.band, att.entry, att.attempt, out.data, out.history]
-        keys, argv = layout.build(self.keys, queues, refs)
-        done = await self._flusher.script(self._scripts.skip, keys, [*argv, self.worker_id, *args])
+        done = await gateway.skip(self._flusher, self.keys, batch, self.worker_id)
         for (att, out), given_back in zip(batch, done, strict=True):
             log.warning(
                 "task_id=%s attempt=%s: handler not started (%s): %s",
                 att.id,
                 att.attempt,
                 out.data,
-                "no longer ours, only recorded" if given_back == 0 else "given back",
+                "given back" if given_back else "no longer ours, only recorded",
             )
 
+    def _report_finished(
+        self, batch: list[tuple[Attempt, Outcome]], decided: list[gateway.Decided]
+    ) -> None:
+        """Tell finished hooks what finalize.lua decided, on the pool (receivers may use the ORM).
+
+        Not awaited: the flush loop goes on finalizing; main() waits for them before it ends.
+        """
+        loop = asyncio.get_running_loop()
+        for (att, out), decision in zip(batch, decided, strict=True):
+            if has_finished_hook(att):
+                future = loop.run_in_executor(
+                    self._pool, report_finished, att, self.worker_id, out, decision.state
+                )
+                self._hooks.add(future)
+                future.add_done_callback(self._hooks.discard)
+
     async def _finalize(self, batch: list[tuple[Attempt, Outcome]]) -> None:
-        queues: list[str] = []
-        refs, args = [], []
-        for att, out in batch:
-            qi = layout.queue_index(queues, att.queue)
-            refs.append(layout.TaskRef(att.id, att.queue, att.idem))
-            args += [
-                qi,
-                att.band,
-                att.entry,
-                att.attempt,
-                out.kind,
-                out.data,
-                out.history,
-                out.delay_ms,
-            ]
-        keys, argv = layout.build(self.keys, queues, refs)
-        dlq = "1" if dtq_settings.DLQ_ENABLED else "0"
-        applied = await self._flusher.script(
-            self._scripts.finalize, keys, [*argv, dlq, self.worker_id, *args]
+        decided = await gateway.finalize(
+            self._flusher, self.keys, batch, bool(dtq_settings.DLQ_ENABLED), self.worker_id
         )
-        for (att, _), ok in zip(batch, applied, strict=True):
-            if not ok:
+        self._report_finished(batch, decided)
+        for (att, _), decision in zip(batch, decided, strict=True):
+            if not decision.applied:
                 log.warning(
                     "task_id=%s attempt=%s: lease lost, outcome rejected by the fence",
                     att.id,

@@ -19,8 +19,8 @@ from dtq.embedded import RedisServer
 from dtq.engine import layout, submit
 from dtq.engine.connection import get_client
 from dtq.engine.keys import GROUP
-from dtq.engine.scripts import Scripts
 from tests.conftest import Env, wait_for
+from tests.script_calls import Scripts
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.slow
@@ -124,7 +124,8 @@ def finalize_as(env: Env, worker: str, claimed: list[Any], kind: str = "success"
     history = f'{{"attempt":{attempt},"worker":"{worker}","outcome":"{kind}"}}'
     keys, argv = layout.build(env.keys, ["tests"], [layout.TaskRef(task_id, "tests")])
     args = [*argv, "1", worker, 1, 1, eid, attempt, kind, '"done"', history, 0]
-    return list(Scripts.of(get_client()).finalize(keys=keys, args=args))
+    reply = Scripts.of(get_client()).finalize(keys=keys, args=args)
+    return [1 if state else 0 for state in reply[::2]]  # (state decided, resent) per outcome
 
 
 def test_resent_finalize_is_not_counted_as_stale(dtq_env: Env) -> None:

@@ -1,22 +1,26 @@
 -- cancel.lua: cancel one task, or ask its worker to stop it.
 -- KEYS: lib layout with the task's queue block and its task block (record, result,
 --   idempotency record).
--- ARGV after the header: 1 reason
+-- ARGV after the header: 1 reason, 2 token of this request
 -- Reply: {'cancelled'} waiting tasks (PENDING, QUEUED, RETRYING) at once |
 --        {'requested'} a RUNNING task: its worker learns it from the renew.lua reply, and the
 --          task ends CANCELLED only when the handler stops by raising TaskCancelled |
 --        {'finished', state} already terminal | {'missing'} no such record |
 --        {'moved', queue} the record belongs to another queue (replayed elsewhere since the
 --          caller looked): call again with that queue's block
-local reason = ARGV[ARG0 + 1]
+-- Resend: the record keeps the request's token (cancel_token), so the same call sent again
+-- answers what the first did ('cancelled' or 'requested') and writes nothing more.
+local reason, token = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local tk, ik = tkey(1, 1), tkey(1, 3)
-local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue')
+local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue',
+  'cancel_token')
 local id, state = r[1], r[2]
 if not id then return {'missing'} end
+if r[7] == token then return {state == 'RUNNING' and 'requested' or 'cancelled'} end
 if TERMINAL[state] then return {'finished', state} end
 if r[6] ~= qname(1) then return {'moved', r[6]} end
 if state == 'RUNNING' then
-  redis.call('HSET', tk, 'cancel', '1', 'cancel_reason', reason)
+  redis.call('HSET', tk, 'cancel', '1', 'cancel_reason', reason, 'cancel_token', token)
   emit('TASK_CANCEL_REQUESTED', id, 1, state, r[5], {reason = reason})
   return {'requested'}
 end
@@ -24,7 +28,7 @@ redis.call('ZREM', KEYS[K_SCHEDULE], id)
 -- A QUEUED task's entry may already sit in a worker's PEL: acknowledging it here makes that
 -- worker's claim absorb it instead of running the task.
 ack(1, r[3], r[4])
-redis.call('HSET', tk, 'delivery', '', 'cancel_reason', reason,
+redis.call('HSET', tk, 'delivery', '', 'cancel_reason', reason, 'cancel_token', token,
   'error', cjson.encode({class = 'dtq.TaskCancelled', message = reason}))
 move(tk, id, 1, state, 'CANCELLED')
 emit('TASK_CANCELLED', id, 1, 'CANCELLED', r[5], {reason = reason})

@@ -2,23 +2,23 @@
 -- KEYS: lib layout with one block per queue the worker serves and one task block per entry.
 -- ARGV after the header: 1 worker id, 2 lease (ms),
 --   then 3 fields per entry, in task-block order: queue index, band, entry id
--- Reply: flat list of 11 fields per claimed task: id, entry id, queue index, band, name,
---   payload, attempt, max attempts, timeout, retry policy, idempotency key. Expired, absorbed
+-- Reply: the gateway's CLAIMED fields per claimed task (reply_claimed: the fields of
+--   executor.Attempt marked "claim", in their order). Expired, absorbed
 --   and cancel-requested entries are acknowledged here and not returned; entries of a paused
 --   queue are replaced by a fresh delivery and not returned.
 -- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
 -- claimed already (the same call sent again) is handed back with its attempt unchanged.
+-- Resend: that exception is the resend case: the same reply, nothing counted twice.
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
-local out, n = {}, 0
+local out = {}
 local function hand_out(id, eid, qi, band, r, attempt)
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = id, eid, qi, band
-  out[n + 5], out[n + 6], out[n + 7], out[n + 8] = r[5], r[6], attempt, r[8]
-  -- Fields submit leaves out when at their default (a nil would end the reply early).
-  out[n + 9], out[n + 10], out[n + 11] = r[9] or '', r[10] or '{}', r[11] or ''
-  n = n + 11
+  -- Fields submit leaves out when at their default are nil here: reply_claimed sends ''.
+  reply_claimed(out, {id = id, entry = eid, queue_index = qi, band = band, name = r[5],
+    payload = r[6], attempt = attempt, max_attempts = r[8], timeout = r[9],
+    retry = r[10] or '{}', idem = r[11]})
 end
 local paused = {}
 local function is_paused(qi)

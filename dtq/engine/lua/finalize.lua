@@ -4,12 +4,15 @@
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
 --   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
--- Reply: one integer per outcome: 1 applied, 0 rejected by the fence.
+-- Reply: the gateway's DECIDED fields per outcome (reply_decided): state, the state this
+--   outcome moved the task to ('' when the fence rejected it: the worker sends no signal),
+--   and resent, 1 when an earlier send of this call recorded it (state: the task's state now).
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
 -- result / schedule / DLQ -> event -> idempotency record -> XACK (batched, last of all).
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
 -- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome
 -- recorded already is this call sent again: 1, and nothing is written.
+-- Resend: answered with resent = 1 and the task's state now; nothing is written twice.
 -- A success appends no history entry: the record's attempt, worker, started_at and
 -- finished_at are that entry (records/tasks.py adds it back), which keeps the record's
 -- values short (Redis then keeps the hash as a listpack instead of converting it to a
@@ -33,14 +36,14 @@ for ti = 1, NT do
   local resent = fenced and id and ((r[2] == 'SUCCEEDED' and r[4] == attempt and
     r[10] == worker) or string.find(r[7] or '', history, 1, true))
   if resent then
-    table.insert(out, 1)
+    reply_decided(out, {state = r[2], resent = 1})
   elseif fenced then
     count(qi, 'stale')
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
-    table.insert(out, 0)
+    reply_decided(out, {state = '', resent = 0})
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
-    local fields
+    local fields, decided
     if outcome == 'success' then
       fields = {'history_n', (tonumber(r[6]) or 0) + 1}
     else
@@ -55,6 +58,7 @@ for ti = 1, NT do
       table.insert(fields, 'delivery')
       table.insert(fields, '')
       move(tk, id, qi, 'RUNNING', 'SUCCEEDED', fields)
+      decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
@@ -64,19 +68,22 @@ for ti = 1, NT do
         table.insert(fields, v)
       end
       move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
+      decided = 'RETRYING'
       zset(KEYS[K_SCHEDULE], id, due)
       emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
     elseif outcome == 'cancel' then
       for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
       move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
+      decided = 'CANCELLED'
       emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
       settle_idempotency(tk, ik, 'failed', r[9])
     else
       redis.call('HSET', tk, unpack(fields))
       dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
+      decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
     end
     ack(qi, band, eid)
-    table.insert(out, 1)
+    reply_decided(out, {state = decided, resent = 0})
   end
 end
 return out

@@ -3,6 +3,7 @@
 -- KEYS: lib layout with one block per queue (no task blocks).
 -- ARGV after the header: 1 consumer name
 -- Reply: number of streams where the consumer still holds entries (0 = fully forgotten).
+-- Resend: a consumer forgotten already is forgotten again (a no-op): the same answer.
 local consumer = ARGV[ARG0 + 1]
 local holding = 0
 for qi = 1, NQ do

@@ -6,6 +6,7 @@
 -- Reply: 1 forgotten (or already gone), 0 kept: it is paused, a state index or the DLQ still
 --   holds something (finished tasks stay indexed for RETENTION, so a queue is forgotten only
 --   once its last task passed retention), a stream has entries, or a worker reads a stream.
+-- Resend: a queue forgotten already answers 1 again and writes nothing.
 local queue = qname(1)
 if redis.call('SISMEMBER', KEYS[K_PAUSED], queue) == 1 then return 0 end
 for i = 1, 9 do

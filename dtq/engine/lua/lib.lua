@@ -22,13 +22,7 @@ local NSHARED, QB, TB = 7, 14, 3
 local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
 local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
 
-local STATE_ORDER = {PENDING = 1, QUEUED = 2, RUNNING = 3, RETRYING = 4, SUCCEEDED = 5,
-  FAILED = 6, DEAD_LETTERED = 7, CANCELLED = 8, EXPIRED = 9}
-local TERMINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
-  EXPIRED = true}
-local COUNTER = {QUEUED = 'queued', RUNNING = 'started', RETRYING = 'retried',
-  SUCCEEDED = 'succeeded', FAILED = 'failed', DEAD_LETTERED = 'dead_lettered',
-  CANCELLED = 'cancelled', EXPIRED = 'expired'}
+-- @generated constants (protocol.py)
 
 local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
 local EVENTS_MAXLEN = ARGV[3]
@@ -101,9 +95,7 @@ end
 
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
 -- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger), h_<kind>_sum (ms) and
--- h_<kind>_count. Keep LATENCY_BUCKETS in step with records.LATENCY_BUCKETS_MS.
-local LATENCY_BUCKETS = {5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000,
-  300000}
+-- h_<kind>_count. LATENCY_BUCKETS comes from protocol.py (generated above).
 local function observe(qi, kind, ms)
   if not ms or ms < 0 then return end
   local i = #LATENCY_BUCKETS + 1

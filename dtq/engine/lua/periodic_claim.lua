@@ -3,7 +3,8 @@
 -- ARGV: 1 owner (scheduler process id), 2 slot (epoch ms), 3 lease (ms)
 -- Reply: {'ok', now ms} | {'done', cursor} | {'busy', owner} | {'paused'}
 -- The state's cursor is the last slot decided (fired or skipped); a slot is open if it is
--- after the cursor, or it is the one buffered slot. A resend of a claim we hold renews it.
+-- after the cursor, or it is the one buffered slot.
+-- Resend: a resend of a claim we hold renews it ('ok').
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local owner, slot, lease = ARGV[1], tonumber(ARGV[2]), tonumber(ARGV[3])

@@ -2,6 +2,7 @@
 -- Standalone (no lib.lua layout). KEYS[1] the schedule's state (hash), KEYS[2] its log (list).
 -- ARGV: 1 owner, 2 slot (epoch ms), 3 decision ('fired' | 'skipped' | 'buffered'),
 --   4 task id ('' unless fired), 5 log length cap, 6.. log entries (JSON), oldest first
+-- Resend: answered {'done'}, nothing written twice.
 -- Reply: {'ok'} | {'done'} (already decided: a resend, or another scheduler took over) |
 --        {'lost', owner} (our claim was taken over: its new owner decides)
 local owner, slot, decision, task = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]

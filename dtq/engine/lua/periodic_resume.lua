@@ -1,7 +1,8 @@
 -- periodic_resume.lua: resume a paused schedule; the slots it missed while paused are skipped.
 -- Standalone (no lib.lua layout). KEYS[1] the schedule's state (hash), KEYS[2] its log (list).
 -- ARGV: 1 log length cap, 2 reason
--- Reply: 1 if it was paused, 0 if not (a resend after a lost reply answers 0, changes nothing)
+-- Reply: 1 if it was paused, 0 if not
+-- Resend: answers 0 and changes nothing (the caller's audit row then says "was not paused").
 if redis.call('HGET', KEYS[1], 'paused') ~= '1' then return 0 end
 local t = redis.call('TIME')
 local now = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)

@@ -3,6 +3,7 @@
 --   idempotency record).
 -- ARGV after the header: 1 attempt, 2 progress JSON {fraction, message, at} (at: epoch s,
 --   taken by the caller, so a resend carries the very same value)
+-- Resend: answered 2 (already stored), no second event.
 -- Reply: 1 stored | 0 refused: no record, another attempt, or not started | 2 already stored
 --   (this call sent again: nothing written, no second event)
 -- The fence is the attempt, not the RUNNING state: the last value a handler reported is

@@ -5,6 +5,8 @@
 -- Removal from the schedule and the new stream entry happen in this one script, so any
 -- number of schedulers can run: a member is promoted once, and a task that is no longer
 -- waiting (cancelled, finished) is only dropped from the schedule.
+-- Resend: the members the first send promoted left the schedule: sent again, nothing
+-- happens and nothing is counted.
 local promoted, expired, dropped = 0, 0, 0
 
 for ti = 1, NT do

@@ -10,6 +10,9 @@
 -- absorbs it) and its idempotency key is released. RUNNING tasks are left alone. An entry that
 -- is no task's current delivery is acknowledged and deleted. Every item leaves the index it
 -- was read from, so a caller paging through an index always makes progress.
+-- Resend: the tasks the first send cancelled are no longer waiting and their entries are
+-- gone: sent again, nothing is written twice; index items count as skipped (the purge's
+-- skipped figure can then be too high by that batch), removed entries are not counted again.
 local reason = ARGV[ARG0 + 1]
 local WAITING = {PENDING = true, QUEUED = true, RETRYING = true}
 local queued, scheduled, released, removed, skipped = 0, 0, 0, 0, 0
@@ -51,8 +54,9 @@ for ti = 1, NT do
   elseif mine and r[4] == eid and r[2] == 'RUNNING' then
     skipped = skipped + 1  -- the running attempt's own entry: its worker acknowledges it
   else
+    -- Count only an entry still there (sent again, the first send's entries are gone).
+    if #redis.call('XRANGE', stream_key(1, band), eid, eid) > 0 then removed = removed + 1 end
     ack(1, band, eid)
-    removed = removed + 1
   end
 end
 return {queued, scheduled, released, removed, skipped}

@@ -1,10 +1,13 @@
 -- read.lua: read up to `capacity` new entries from the worker's queues in strict priority
 -- order (band 0 of every queue, then band 1, then band 2), skipping paused queues.
 -- XREADGROUP's COUNT is per stream, so reading here is what bounds prefetch to capacity.
+-- Resend: a read whose reply was lost left its entries in this consumer's pending list;
+-- sent again it reads the next new entries. The lost ones are never lost: the reaper settles
+-- entries pending longer than VISIBILITY_TIMEOUT (reconcile.lua), as after a crash.
 -- KEYS: lib layout with one block per queue the worker serves (no task blocks).
 -- ARGV after the header: 1 consumer name, 2 capacity
--- Reply: {entries, watch}: entries is a flat list of 5 fields per entry
---   (queue index, band, entry id, task id, idempotency key or ''); watch, present only when capacity was left,
+-- Reply: {entries, watch}: entries holds the gateway's ENTRY fields per entry (reply_entry:
+--   queue index, band, entry id, task id, idempotency key or ''); watch, present only when capacity was left,
 --   lists the open streams' keys, for the worker to block on with XREADGROUP.
 local consumer, want = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local entries, watch = {}, {}
@@ -33,11 +36,8 @@ for band = 0, 2 do
         for i = 1, #f, 2 do
           if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
         end
-        table.insert(entries, qi)
-        table.insert(entries, band)
-        table.insert(entries, e[1])
-        table.insert(entries, task_id)
-        table.insert(entries, idem)
+        reply_entry(entries, {queue_index = qi, band = band, entry = e[1], task_id = task_id,
+          idem = idem})
         want = want - 1
       end
     end

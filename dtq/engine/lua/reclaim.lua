@@ -4,6 +4,8 @@
 -- Reply: {requeued, dead_lettered, skipped}
 -- The reclaim counts as an attempt, so a task that kills its worker every time ends in the
 -- DLQ instead of looping. A task whose lease is still valid is left alone.
+-- Resend: the tasks the first send took back are no longer RUNNING: sent again they are
+-- skipped (the reply, only logged, counts them as skipped); no attempt is counted twice.
 local use_dlq = ARGV[ARG0 + 1]
 local requeued, dead, skipped = 0, 0, 0
 

@@ -5,6 +5,9 @@
 -- Reply: {redelivered, reclaimed, absorbed, left}
 -- This is the backstop behind leases: whatever state the record is in, the entry ends either
 -- acknowledged, replaced by a fresh delivery, or (task still RUNNING under a live lease) left.
+-- Resend: the first send acknowledged and deleted the entries it settled; sent again, they
+-- are no current delivery and already gone, so they are acknowledged (a no-op) and not
+-- counted or announced again. The reply then counts nothing (it is only logged).
 local use_dlq = ARGV[ARG0 + 1]
 local redelivered, reclaimed, absorbed, left = 0, 0, 0, 0
 
@@ -31,10 +34,13 @@ for ti = 1, NT do
     emit('TASK_REDELIVERED', id, qi, 'QUEUED', r[5], {entry = eid})
     redelivered = redelivered + 1
   else
+    local live = #redis.call('XRANGE', stream_key(qi, band), eid, eid) > 0
     ack(qi, band, eid)
-    count(qi, 'absorbed')
-    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[5], {entry = eid})
-    absorbed = absorbed + 1
+    if live then  -- an entry the first send of this call settled is gone: not counted twice
+      count(qi, 'absorbed')
+      emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[5], {entry = eid})
+      absorbed = absorbed + 1
+    end
   end
 end
 return {redelivered, reclaimed, absorbed, left}

@@ -3,6 +3,7 @@
 -- ARGV after the header: 1 lease (ms), then 3 fields per attempt: task id, entry id, attempt
 -- Reply: one integer per attempt: 0 lost (reclaimed or finished elsewhere; stop working on
 --   it), 1 renewed, 2 renewed and a cancel was requested.
+-- Resend: renewing again from the time of the second send: the same answer.
 local lease_ms = tonumber(ARGV[ARG0 + 1])
 local out = {}
 for ti = 1, NT do

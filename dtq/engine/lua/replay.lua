@@ -7,12 +7,14 @@
 --   then optionally 1 field per task block: an edit, '' for none, else JSON {payload (the
 --   encoded payload string), priority, band} written onto the record before its delivery
 -- Reply: one status per entry: 'replayed' (record reused) | 'recreated' (the record had
---   expired: a fresh one with the same id was built from the entry) | 'gone' (no such entry:
---   already replayed, discarded or trimmed) | 'stale' (the record no longer matches the
---   entry; nothing changed)
--- Taking the entry out of the DLQ happens in the same script as the new delivery, so two
--- replays of one entry create one new run (and apply an edit once: a resend finds the entry
--- gone). Attempts restart at 1; the history is kept.
+--   expired: a fresh one with the same id was built from the entry) | 'done' (no such entry
+--   any more because it was replayed already: this call sent again after a lost reply, or an
+--   earlier replay; nothing changed) | 'gone' (no such entry: discarded or trimmed) |
+--   'stale' (the record no longer matches the entry; nothing changed)
+-- Resend: taking the entry out of the DLQ happens in the same script as the new delivery,
+-- so two replays of one entry create one new run and apply an edit once; the second finds
+-- the entry gone and the record's replayed_entry naming it, and answers 'done'.
+-- Attempts restart at 1; the history is kept.
 local src, dst = tonumber(ARGV[ARG0 + 1]), tonumber(ARGV[ARG0 + 2])
 local default_max = ARGV[ARG0 + 3]
 local out = {}
@@ -60,7 +62,8 @@ for ti = 1, NT do
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local f = entry_fields(eid)
   if not f then
-    table.insert(out, 'gone')
+    local replayed = redis.call('HGET', tk, 'replayed_entry') == eid
+    table.insert(out, replayed and 'done' or 'gone')
   else
     local id = f.t
     local r = redis.call('HMGET', tk, 'id', 'state', 'dlq', 'band', 'attempt')
@@ -81,7 +84,7 @@ for ti = 1, NT do
       redis.call('XDEL', qkey(src, Q_DLQ), eid)
       dlq_unindex(id, src, eid)
       redis.call('HSET', tk, 'queue', qname(dst), 'attempt', 0, 'expires_at', 0, 'dlq', '',
-        'replayed_at', NOW)
+        'replayed_at', NOW, 'replayed_entry', eid)
       redis.call('HINCRBY', tk, 'replays', 1)
       add_history(tk, cjson.encode({outcome = 'replayed', at = NOW / 1000, entry = eid,
         from_queue = qname(src), queue = qname(dst), attempts = tonumber(f.attempts)}))

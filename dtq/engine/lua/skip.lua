@@ -7,6 +7,7 @@
 --   at}) appended to the record's 'skips' list
 -- Reply: one integer per attempt: 1 given back, 0 no longer ours (reclaimed, finished or gone:
 --   only recorded), 2 recorded already (this call sent again).
+-- Resend: answered 2 per attempt recorded by the first send; nothing written twice.
 -- Given back: the task is QUEUED again on a fresh delivery, and its attempt counter goes back
 -- by one, since the handler never ran: the next claim runs the same attempt number. A task
 -- that was reclaimed meanwhile keeps its 'lost' attempt; the skip only adds the record.

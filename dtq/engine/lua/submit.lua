@@ -5,18 +5,19 @@
 --   3 task name, 4 priority, 5 band, 6 max attempts, 7 payload (JSON), 8 delay (ms, 0 = now),
 --   9 expires at (ms, 0 = never), 10 timeout (s or ''), 11 retry policy (JSON),
 --   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none)
--- Reply: 4 fields per task: 'ok', id, state, created at (ms, Redis clock) |
+-- Reply: the gateway's SUBMITTED fields per task (reply_submitted: kind, id, state, created):
+--   'ok', id, state, created at (ms, Redis clock) |
 --   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
 --   'duplicate', other id, '', ''
 -- Each task is accepted or refused on its own, as if submitted alone in this order.
 -- A task id that already has a record is the same call sent again: 'ok', id, current state,
 -- its created at, and nothing is written for it.
+-- Resend: that is the resend case: the same answer, nothing written twice.
 -- Many tasks: index writes go out once per key (lib.lua); nothing here reads them back.
 BATCH = NT > 1
-local out, n = {}, 0
-local function reply(a, b, c, d)
-  out[n + 1], out[n + 2], out[n + 3], out[n + 4] = a, b, c or '', d or ''
-  n = n + 4
+local out = {}
+local function reply(kind, id, state, created)
+  reply_submitted(out, {kind = kind, id = id, state = state, created = created})
 end
 
 local active = {}  -- queue index -> tasks counted as active, this call's included

@@ -8,6 +8,7 @@ from typing import Any, TypedDict
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
+from dtq.engine import protocol
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
@@ -17,25 +18,7 @@ from dtq.engine.state import TaskState
 
 # ----- queues ----------------------------------------------------------------------------
 
-COUNTERS = (
-    "submitted",
-    "queued",
-    "started",
-    "succeeded",
-    "failed",
-    "retried",
-    "dead_lettered",
-    "cancelled",
-    "expired",
-    "absorbed",
-    "reclaimed",
-    "stale",
-    "start_skipped",
-    "replayed",
-    "discarded",
-    "purged",
-    "active",
-)
+COUNTERS = (*protocol.COUNTERS, "active")  # active: a level, kept by submit and finalize
 # Every counter but 'active' (a level, not an event count) is also kept per minute.
 THROUGHPUT_COUNTERS = tuple(c for c in COUNTERS if c != "active")
 SCHEDULED_STATES = (TaskState.PENDING, TaskState.RETRYING)
@@ -71,7 +54,7 @@ class Histogram(TypedDict):
 
 
 # Upper bounds in ms of the buckets lib.lua's observe() counts into; keep the two in step.
-LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
+LATENCY_BUCKETS_MS = protocol.LATENCY_BUCKETS_MS
 
 
 def histogram(stats: dict[str, str], kind: str) -> Histogram:
@@ -142,9 +125,8 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     counts = replies[2 * nb : 2 * nb + ns]
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
     dlq, stats, oldest = replies[2 * nb + ns :]
-    counters = dict.fromkeys(COUNTERS, 0) | {
-        k: int(v) for k, v in stats.items() if not k.startswith("h_")
-    }
+    # Only declared counters: the stats hash also holds histograms (h_*) and pause_token.
+    counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items() if k in COUNTERS}
     return {
         "name": queue,
         "paused": paused,

@@ -1,0 +1,450 @@
+"""The gateway between Python and the Lua scripts: one typed function per script.
+
+The only engine code that knows a script's KEYS, ARGV and reply shape: callers pass and get
+Python values. Every call goes through direct.py's one caller (one resend and NOSCRIPT policy).
+Replies of several fields per item are declared once here (`Reply`), decoded by field name,
+and built on the Lua side by a generated `reply_<name>(out, row)` of the same field names.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import secrets
+from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
+from typing import Any, NamedTuple
+
+from dtq.engine import layout
+from dtq.engine.connection import routed
+from dtq.engine.direct import AsyncCaller, call_script, call_script_many
+from dtq.engine.executor import Attempt, Outcome
+from dtq.engine.keys import Keys
+from dtq.engine.layout import TaskRef
+from dtq.engine.scripts import script
+
+Call = tuple[list[Any], list[Any]]  # (KEYS, ARGV) of one script call
+
+
+@dataclass(frozen=True)
+class Reply[T]:
+    """A reply of `len(fields)` values per item: declared once, decoded by field name."""
+
+    name: str
+    fields: tuple[tuple[str, Callable[[Any], Any]], ...]
+    make: Callable[..., T]
+
+    @classmethod
+    def of(cls, name: str, kind: Any, metadata: str) -> Reply[Any]:
+        """Declare the reply from the fields of dataclass `kind` that carry `metadata`."""
+        fields = tuple(
+            (f.name, f.metadata[metadata])
+            for f in dataclasses.fields(kind)
+            if metadata in f.metadata
+        )
+        return cls(name, fields, kind)
+
+    @property
+    def names(self) -> tuple[str, ...]:
+        return tuple(name for name, _ in self.fields)
+
+    def decode(self, flat: Sequence[Any], **extra: Any) -> list[T]:
+        """Return one item per len(fields) values of flat, each built from its named fields."""
+        width = len(self.fields)
+        if len(flat) % width:
+            raise ValueError(f"{self.name} reply of {len(flat)} values is not {width} per item")
+        return [
+            self.make(
+                **{name: decode(flat[i + j]) for j, (name, decode) in enumerate(self.fields)},
+                **extra,
+            )
+            for i in range(0, len(flat), width)
+        ]
+
+    def lua_builder(self) -> str:
+        """Return the Lua function that appends one item (a table of these fields) to out."""
+        sets = "\n".join(
+            f"  out[n + {i}] = row.{name} or ''" for i, (name, _) in enumerate(self.fields, 1)
+        )
+        return (
+            f"local function reply_{self.name}(out, row)  -- fields: {', '.join(self.names)}\n"
+            f"  local n = #out\n{sets}\nend"
+        )
+
+
+class Entry(NamedTuple):
+    """A stream entry read for this worker (read.lua, or a blocking read)."""
+
+    queue_index: int
+    band: int
+    entry: str
+    task_id: str
+    idem: str
+
+
+class Submitted(NamedTuple):
+    """submit.lua's answer for one task: kind ('ok', 'duplicate', 'full', ...) and details."""
+
+    kind: str
+    id: str
+    state: str
+    created: str
+
+
+class Decided(NamedTuple):
+    """finalize.lua's decision for one outcome: the state it wrote, or '' if fenced out."""
+
+    state: str
+    resent: bool  # this outcome was recorded by an earlier send of the same call
+
+    @property
+    def applied(self) -> bool:
+        return bool(self.state)
+
+
+ENTRY = Reply(
+    "entry",
+    (("queue_index", int), ("band", int), ("entry", str), ("task_id", str), ("idem", str)),
+    Entry,
+)
+SUBMITTED = Reply(
+    "submitted", (("kind", str), ("id", str), ("state", str), ("created", str)), Submitted
+)
+CLAIMED: Reply[Attempt] = Reply.of("claimed", Attempt, "claim")
+DECIDED = Reply("decided", (("state", str), ("resent", lambda v: v == 1)), Decided)
+REPLIES = (ENTRY, SUBMITTED, CLAIMED, DECIDED)
+
+
+def lua_reply_builders() -> str:
+    """Return the Lua reply builders of every declared reply (scripts.py writes them in)."""
+    return "\n\n".join(reply.lua_builder() for reply in REPLIES)
+
+
+def _call(client: Any, name: str, call: Call) -> Any:
+    # On a Redis Cluster the call goes to the primary of its keys' slot (connection.routed).
+    return call_script(routed(client, call[0]), script(name), *call)
+
+
+def _build(keys: Keys, queues: Sequence[str], refs: Iterable[TaskRef], *args: Any) -> Call:
+    key_list, header = layout.build(keys, queues, refs)
+    return key_list, [*header, *args]
+
+
+# ----- submit ------------------------------------------------------------------------------
+
+
+def submit_call(
+    keys: Keys, queues: Sequence[str], refs: Sequence[TaskRef], args: list[Any]
+) -> Call:
+    """Return the submit.lua call for these tasks (args: submit.py's fields per task)."""
+    return _build(keys, queues, refs, *args)
+
+
+def submit(client: Any, call: Call) -> list[Submitted]:
+    """Run one submit.lua call; error replies (OOM...) are raised."""
+    return SUBMITTED.decode(_call(client, "submit", call))
+
+
+def submit_many(client: Any, calls: list[Call]) -> list[list[Submitted] | Exception]:
+    """Run many submit.lua calls pipelined; a call refused whole is its exception."""
+    # One client for all: with SHARDS = 1 every call is in shard 0's slot.
+    client = routed(client, calls[0][0]) if calls else client
+    replies = call_script_many(client, script("submit"), calls)
+    return [r if isinstance(r, Exception) else SUBMITTED.decode(r) for r in replies]
+
+
+# ----- the worker: read, claim, finalize, skip, renew ----------------------------------------
+
+
+async def read(
+    caller: AsyncCaller, keys: Keys, queues: list[str], worker_id: str, capacity: int
+) -> tuple[list[Entry], list[str]]:
+    """Read up to capacity entries in priority order; also return the streams to watch."""
+    reply = await caller.script(script("read"), *_build(keys, queues, (), worker_id, capacity))
+    return ENTRY.decode(reply[0]), list(reply[1])
+
+
+async def claim(
+    caller: AsyncCaller,
+    keys: Keys,
+    queues: list[str],
+    entries: list[Entry],
+    worker_id: str,
+    lease_ms: int,
+) -> list[Attempt]:
+    """Claim read entries; return the attempts this worker now runs."""
+    refs = [TaskRef(e.task_id or "gone", queues[e.queue_index - 1], e.idem) for e in entries]
+    args = [v for e in entries for v in (e.queue_index, e.band, e.entry)]
+    call = _build(keys, queues, refs, worker_id, lease_ms, *args)
+    reply = await caller.script(script("claim"), *call)
+    attempts = CLAIMED.decode(reply)
+    for att in attempts:
+        att.queue = queues[att.queue_index - 1]
+    return attempts
+
+
+def _batch(
+    keys: Keys,
+    batch: Sequence[tuple[Attempt, Outcome]],
+    fields: Callable[[Attempt, Outcome], list[Any]],
+) -> tuple[list[str], list[TaskRef], list[Any]]:
+    queues: list[str] = []
+    refs, args = [], []
+    for att, out in batch:
+        qi = layout.queue_index(queues, att.queue)
+        refs.append(TaskRef(att.id, att.queue, att.idem))
+        args += [qi, att.band, att.entry, att.attempt, *fields(att, out)]
+    return queues, refs, args
+
+
+async def finalize(
+    caller: AsyncCaller,
+    keys: Keys,
+    batch: Sequence[tuple[Attempt, Outcome]],
+    use_dlq: bool,
+    worker_id: str,
+) -> list[Decided]:
+    """Record finished attempts; return what finalize.lua decided for each, in order."""
+    queues, refs, args = _batch(
+        keys, batch, lambda _, out: [out.kind, out.data, out.history, out.delay_ms]
+    )
+    call = _build(keys, queues, refs, "1" if use_dlq else "0", worker_id, *args)
+    return DECIDED.decode(await caller.script(script("finalize"), *call))
+
+
+async def skip(
+    caller: AsyncCaller, keys: Keys, batch: Sequence[tuple[Attempt, Outcome]], worker_id: str
+) -> list[bool]:
+    """Record attempts dropped unrun; True for each given back (still ours), in order."""
+    queues, refs, args = _batch(keys, batch, lambda _, out: [out.data, out.history])
+    reply = await caller.script(script("skip"), *_build(keys, queues, refs, worker_id, *args))
+    return [bool(v) for v in reply]
+
+
+async def renew(
+    caller: AsyncCaller, keys: Keys, held: Sequence[Attempt], lease_ms: int
+) -> list[int]:
+    """Renew held leases: per attempt 0 lost, 1 renewed, 2 renewed and cancel requested."""
+    refs = [TaskRef(att.id, att.queue) for att in held]
+    args = [a for att in held for a in (att.id, att.entry, att.attempt)]
+    reply = await caller.script(script("renew"), *_build(keys, [], refs, lease_ms, *args))
+    return [int(v) for v in reply]
+
+
+async def forget_consumer_async(
+    caller: AsyncCaller, keys: Keys, queues: list[str], worker_id: str
+) -> int:
+    """Forget a consumer in every stream where it holds nothing; count streams it still holds."""
+    reply = await caller.script(script("forget_consumer"), *_build(keys, queues, (), worker_id))
+    return int(reply)
+
+
+# ----- reaper and scheduler ----------------------------------------------------------------
+
+
+class Reclaimed(NamedTuple):
+    requeued: int
+    dead_lettered: int
+    skipped: int
+
+
+class Promoted(NamedTuple):
+    promoted: int
+    expired: int
+    dropped: int
+
+
+class Reconciled(NamedTuple):
+    redelivered: int
+    reclaimed: int
+    absorbed: int
+    left: int
+
+
+def _tasks_by_queue(refs: Sequence[TaskRef]) -> tuple[list[str], list[Any]]:
+    queues: list[str] = []
+    pairs: list[Any] = []
+    for ref in refs:
+        pairs += [layout.queue_index(queues, ref.queue), ref.id]
+    return queues, pairs
+
+
+def reclaim(client: Any, keys: Keys, refs: Sequence[TaskRef], use_dlq: bool) -> Reclaimed:
+    """Requeue (or dead-letter) these RUNNING tasks whose lease ran out."""
+    queues, pairs = _tasks_by_queue(refs)
+    call = _build(keys, queues, refs, "1" if use_dlq else "0", *pairs)
+    return Reclaimed(*(int(v) for v in _call(client, "reclaim", call)))
+
+
+def promote(client: Any, keys: Keys, refs: Sequence[TaskRef]) -> Promoted:
+    """Move these due PENDING / RETRYING tasks to their streams."""
+    queues, pairs = _tasks_by_queue(refs)
+    return Promoted(*(int(v) for v in _call(client, "promote", _build(keys, queues, refs, *pairs))))
+
+
+def reconcile(
+    client: Any,
+    keys: Keys,
+    queue: str,
+    refs: Sequence[TaskRef],
+    entries: Sequence[tuple[int, str]],
+    use_dlq: bool,
+) -> Reconciled:
+    """Settle pending entries (band, entry id) taken over from a dead or idle consumer."""
+    args = [v for band, eid in entries for v in (1, band, eid)]
+    call = _build(keys, [queue], refs, "1" if use_dlq else "0", *args)
+    return Reconciled(*(int(v) for v in _call(client, "reconcile", call)))
+
+
+def forget_consumer(client: Any, keys: Keys, queues: list[str], worker_id: str) -> int:
+    """Forget a consumer in every stream where it holds nothing; count streams it still holds."""
+    return int(_call(client, "forget_consumer", _build(keys, queues, (), worker_id)))
+
+
+def forget_queue(client: Any, keys: Keys, queue: str) -> bool:
+    """Forget an undeclared queue that holds nothing; False when it was kept."""
+    return bool(_call(client, "forget_queue", _build(keys, [queue], ())))
+
+
+# ----- operator actions ----------------------------------------------------------------------
+
+
+class CancelResult(NamedTuple):
+    """cancel.lua's answer: 'cancelled', 'requested', 'missing', 'finished' (detail: state)
+    or 'moved' (detail: the task's queue now)."""
+
+    kind: str
+    detail: str
+
+
+def cancel(client: Any, keys: Keys, ref: TaskRef, reason: str) -> CancelResult:
+    """Cancel one task of ref.queue (see CancelResult)."""
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    reply = _call(client, "cancel", _build(keys, [ref.queue], [ref], reason, token))
+    return CancelResult(str(reply[0]), str(reply[1]) if len(reply) > 1 else "")
+
+
+def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> bool:
+    """Pause or resume a queue; False when it already was."""
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    call = _build(keys, [queue], (), "1" if paused else "0", reason, token)
+    return bool(_call(client, "pause", call))
+
+
+def replay(
+    client: Any,
+    keys: Keys,
+    queues: list[str],
+    refs: Sequence[TaskRef],
+    target: int,
+    max_attempts: int,
+    entry_ids: Sequence[str],
+    edits: Sequence[str] | None,
+) -> list[str]:
+    """Replay DLQ entries of queues[0] onto queue block `target`; one status per entry."""
+    args: list[Any] = [1, target, max_attempts, *entry_ids, *(edits or ())]
+    return [str(v) for v in _call(client, "replay", _build(keys, queues, refs, *args))]
+
+
+def discard(
+    client: Any,
+    keys: Keys,
+    queue: str,
+    refs: Sequence[TaskRef],
+    reason: str,
+    entry_ids: Sequence[str],
+) -> list[str]:
+    """Delete DLQ entries of one queue; one status per entry."""
+    call = _build(keys, [queue], refs, reason, *entry_ids)
+    return [str(v) for v in _call(client, "discard", call)]
+
+
+def dlq_trim(client: Any, keys: Keys, queue: str, cutoff_ms: int, batch: int) -> int:
+    """Remove up to batch DLQ entries older than cutoff_ms; count them."""
+    return int(_call(client, "dlq_trim", _build(keys, [queue], (), cutoff_ms, batch)))
+
+
+class Purged(NamedTuple):
+    queued: int
+    scheduled: int
+    released: int
+    removed: int
+    skipped: int
+
+
+def purge(
+    client: Any,
+    keys: Keys,
+    queue: str,
+    refs: Sequence[TaskRef],
+    reason: str,
+    items: Sequence[tuple[str, str, str, str]],
+) -> Purged:
+    """Purge one batch of a queue's waiting tasks (see purge.lua for the item fields)."""
+    call = _build(keys, [queue], refs, reason, *(v for item in items for v in item))
+    return Purged(*(int(v) for v in _call(client, "purge", call)))
+
+
+def progress(client: Any, keys: Keys, ref: TaskRef, attempt: int, value: str) -> int:
+    """Store one progress value: 1 stored, 0 refused, 2 the same value was stored."""
+    return int(_call(client, "progress", _build(keys, [ref.queue], [ref], attempt, value)))
+
+
+# ----- idempotent operations (op_*) ----------------------------------------------------------
+
+
+def _op_call(keys: Keys, key: str, token: str, *args: Any) -> Call:
+    key_list, argv = _build(keys, [], (), token, *args)
+    return [*key_list, keys.operation(key)], argv
+
+
+def op_begin(client: Any, keys: Keys, key: str, token: str, lease_ms: int) -> list[Any]:
+    """Return ['acquired'], ['done', result JSON] or ['busy', lease left in ms]."""
+    return list(_call(client, "op_begin", _op_call(keys, key, token, lease_ms)))
+
+
+def op_renew(client: Any, keys: Keys, key: str, token: str, lease_ms: int) -> bool:
+    """Extend an operation's lease; False when it is no longer ours."""
+    return bool(_call(client, "op_renew", _op_call(keys, key, token, lease_ms)))
+
+
+def op_finish(
+    client: Any, keys: Keys, key: str, token: str, outcome: str, result: str, ttl: int
+) -> list[Any]:
+    """Return ['stored', result] | ['kept', earlier result] | ['released'] | ['lost']."""
+    return list(_call(client, "op_finish", _op_call(keys, key, token, outcome, result, ttl)))
+
+
+# ----- periodic schedules (standalone scripts: one schedule's keys) --------------------------
+
+
+def periodic_claim(
+    client: Any, keys: Keys, name: str, owner: str, slot: int, lease_ms: int
+) -> list[Any]:
+    """Claim one (schedule, slot): ['ok', now] | ['done', cursor] | ['busy', owner] | ['paused']."""
+    call: Call = ([keys.periodic(name)], [owner, slot, lease_ms])
+    return list(_call(client, "periodic_claim", call))
+
+
+def periodic_commit(
+    client: Any,
+    keys: Keys,
+    name: str,
+    owner: str,
+    slot: int,
+    kind: str,
+    task_id: str,
+    log_length: int,
+    lines: Sequence[str],
+) -> list[Any]:
+    """Record a slot's decision and its log lines (see periodic_commit.lua)."""
+    call: Call = (
+        [keys.periodic(name), keys.periodic_log(name)],
+        [owner, slot, kind, task_id, log_length, *lines],
+    )
+    return list(_call(client, "periodic_commit", call))
+
+
+def periodic_resume(client: Any, keys: Keys, name: str, log_length: int, reason: str) -> bool:
+    """Resume a paused schedule from now on; False if it was not paused."""
+    call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason])
+    return bool(_call(client, "periodic_resume", call))

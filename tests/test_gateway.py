@@ -1,0 +1,138 @@
+"""The script gateway's seam: declared replies match the Lua, constants have one source."""
+
+from __future__ import annotations
+
+import re
+from importlib import resources
+from pathlib import Path
+
+from dtq.engine import gateway, protocol, scripts
+from dtq.engine.executor import Attempt
+
+LUA = resources.files("dtq.engine") / "lua"
+ENGINE = Path(gateway.__file__).parent
+# reply_<name>(out, {field = value, ...}): the table's keys, nested braces allowed one deep.
+BUILT = re.compile(r"reply_(\w+)\(\w+, \{((?:[^{}]|\{[^{}]*\})*)\}\)", re.S)
+KEY = re.compile(r"(?:^|,)\s*(\w+)\s*=(?!=)")
+
+
+def _top_level_keys(table: str) -> list[str]:
+    flat = re.sub(r"\{[^{}]*\}|\([^()]*\)", "", table)  # drop nested tables and call args
+    return KEY.findall(flat)
+
+
+def test_every_reply_the_lua_builds_has_exactly_the_declared_fields() -> None:
+    declared = {reply.name: set(reply.names) for reply in gateway.REPLIES}
+    seen: set[str] = set()
+    for name in scripts.NAMES:
+        body = (LUA / f"{name}.lua").read_text()
+        for reply, table in BUILT.findall(body):
+            assert reply in declared, f"{name}.lua builds undeclared reply {reply!r}"
+            assert set(_top_level_keys(table)) == declared[reply], f"{name}.lua: {reply}"
+            seen.add(reply)
+    assert seen == set(declared)
+
+
+def test_an_attempts_claim_fields_are_the_claimed_reply() -> None:
+    marked = [f for f in Attempt.__dataclass_fields__.values() if "claim" in f.metadata]
+    assert gateway.CLAIMED.names == tuple(f.name for f in marked)
+    assert "reply_claimed(out, row)" in scripts.source("claim")
+
+
+def test_a_decoded_reply_is_built_by_field_name() -> None:
+    [entry] = gateway.ENTRY.decode(["2", "0", "1-1", "t1", ""])
+    assert entry == gateway.Entry(queue_index=2, band=0, entry="1-1", task_id="t1", idem="")
+    [att] = gateway.CLAIMED.decode(["t", "1-1", 1, 1, "n", "[]", 3, 5, "", "{}", ""])
+    assert (att.attempt, att.max_attempts, att.timeout, att.queue_index) == (3, 5, None, 1)
+
+
+def test_constants_come_from_protocol_only() -> None:
+    lib = (LUA / "lib.lua").read_text()
+    for name in ("STATE_ORDER", "TERMINAL", "COUNTER", "LATENCY_BUCKETS"):
+        assert f"local {name} =" not in lib, f"{name} is generated from protocol.py"
+        assert f"local {name} = {{" in scripts.lib_text()
+    text = scripts.source("finalize")
+    buckets = ", ".join(map(str, protocol.LATENCY_BUCKETS_MS))
+    assert f"local LATENCY_BUCKETS = {{{buckets}}}" in text
+
+
+def test_every_counter_a_script_counts_is_declared() -> None:
+    counted = set()
+    for path in LUA.iterdir():
+        counted |= set(re.findall(r"\bcount\(\w+, '(\w+)'", path.read_text()))
+    assert counted, "no count() call found: the pattern is stale"
+    assert counted <= set(protocol.COUNTERS)
+    assert set(protocol.COUNTER_OF_STATE.values()) <= set(protocol.COUNTERS)
+
+
+def test_only_the_gateway_builds_script_calls() -> None:
+    allowed = {"gateway.py", "direct.py", "layout.py", "scripts.py"}
+    offenders = []
+    for path in ENGINE.rglob("*.py"):
+        if path.name in allowed:
+            continue
+        text = path.read_text()
+        for needle in ("layout.build(", "call_script", "register_script", ".script(", "EVALSHA"):
+            if needle in text:
+                offenders.append(f"{path.relative_to(ENGINE)}: {needle}")
+    assert offenders == []
+
+
+def _attempt(claimed: dict, worker: str) -> Attempt:
+    return Attempt(
+        id=claimed["id"],
+        entry=claimed["entry"],
+        queue_index=1,
+        band=claimed["band"],
+        name="n",
+        payload="{}",
+        attempt=claimed["attempt"],
+        max_attempts=3,
+        timeout=None,
+        retry="{}",
+        idem=claimed["idem"],
+        queue="tests",
+    )
+
+
+def test_finalize_says_what_it_decided_per_outcome(dtq_env) -> None:
+    import asyncio
+
+    from dtq.engine.connection import new_async_client
+    from dtq.engine.direct import AsyncCaller
+    from dtq.engine.executor import Outcome
+    from tests.ops_support import claim_by_hand, keys
+    from tests.testapp import tasks
+
+    tasks.record.enqueue(1)
+    tasks.record.enqueue(2)
+    first, second = claim_by_hand("tests", 2)
+    dtq_env.client.hset(keys().task(first["id"]), "cancel", "1")  # requested while it ran
+    retry = Outcome("retry", '{"class": "E", "message": "m"}', '{"attempt": 1}', 10)
+
+    async def run() -> list[list[gateway.Decided]]:
+        caller = AsyncCaller(new_async_client())
+        batch = [(_attempt(first, "ghost"), retry), (_attempt(second, "ghost"), retry)]
+        try:
+            sent = await gateway.finalize(caller, keys(), batch, True, "ghost")
+            again = await gateway.finalize(caller, keys(), batch, True, "ghost")  # a resend
+            # Another worker's outcome (its own history entry) for the same attempt: stale.
+            theirs = Outcome("retry", retry.data, '{"attempt": 1, "worker": "other"}', 10)
+            stale = await gateway.finalize(caller, keys(), [(batch[1][0], theirs)], True, "other")
+        finally:
+            await caller.aclose()
+        return [sent, again, stale]
+
+    sent, again, stale = asyncio.run(run())
+    # The retry finalize turned into a cancel is reported as CANCELLED (task_finished goes out).
+    assert sent == [gateway.Decided("CANCELLED", False), gateway.Decided("RETRYING", False)]
+    assert again == [gateway.Decided("CANCELLED", True), gateway.Decided("RETRYING", True)]
+    assert stale == [gateway.Decided("", False)]  # fenced out: no signal
+
+
+def test_every_script_header_says_why_a_resend_is_safe() -> None:
+    for name in (*scripts.NAMES, *scripts.STANDALONE):
+        header = [
+            line for line in (LUA / f"{name}.lua").read_text().splitlines() if line[:2] == "--"
+        ]
+        assert any(line.startswith("-- Resend:") for line in header), name

@@ -1,0 +1,137 @@
+"""Every script sent twice with the same arguments (a resend after a lost reply): the second
+answer tells what happened and the state is as after one call. submit, claim, finalize, skip,
+progress, replay and the periodic scripts have their own resend tests next to their others."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+from dtq.engine import gateway, layout, records
+from dtq.engine.connection import get_client
+from dtq.engine.direct import call_script
+from dtq.engine.scripts import script
+from tests.ops_support import claim_by_hand, dead_letter_by_hand, keys
+from tests.testapp import tasks
+
+pytestmark = pytest.mark.django_db(transaction=True)
+
+
+class Twice:
+    """Send every script call twice, as direct.py would after a dropped connection."""
+
+    def __init__(self, monkeypatch: Any) -> None:
+        self.sent: list[tuple[str, Any, Any]] = []
+        monkeypatch.setattr(gateway, "_call", self._call)
+
+    def _call(self, client: Any, name: str, call: Any) -> Any:
+        first = call_script(client, script(name), *call)
+        again = call_script(client, script(name), *call)
+        self.sent.append((name, first, again))
+        return again
+
+    def of(self, name: str) -> list[tuple[Any, Any]]:
+        """Return (first, second) replies of each call of the named script."""
+        return [(first, again) for sent, first, again in self.sent if sent == name]
+
+
+@pytest.fixture
+def twice(monkeypatch: Any) -> Twice:
+    return Twice(monkeypatch)
+
+
+def events(env: Any, kind: str) -> list[Any]:
+    return env.events(kind)
+
+
+def test_cancel_of_a_waiting_task(dtq_env: Any, twice: Twice) -> None:
+    task_id = tasks.record.enqueue(1).id
+    ref = layout.TaskRef(task_id, "tests")
+    assert gateway.cancel(get_client(), keys(), ref, "r").kind == "cancelled"
+    assert twice.of("cancel") == [(["cancelled"], ["cancelled"])]
+    assert len(events(dtq_env, "TASK_CANCELLED")) == 1
+    assert dtq_env.stats()["cancelled"] == 1
+
+
+def test_cancel_of_a_running_task(dtq_env: Any, twice: Twice) -> None:
+    task_id = tasks.record.enqueue(1).id
+    claim_by_hand("tests", 1)
+    ref = layout.TaskRef(task_id, "tests")
+    assert gateway.cancel(get_client(), keys(), ref, "r").kind == "requested"
+    assert twice.of("cancel") == [(["requested"], ["requested"])]
+    assert len(events(dtq_env, "TASK_CANCEL_REQUESTED")) == 1
+
+
+def test_a_later_cancel_of_a_cancelled_task_is_still_told_it_finished(dtq_env: Any) -> None:
+    task_id = tasks.record.enqueue(1).id
+    ref = layout.TaskRef(task_id, "tests")
+    assert gateway.cancel(get_client(), keys(), ref, "r").kind == "cancelled"
+    assert gateway.cancel(get_client(), keys(), ref, "r") == ("finished", "CANCELLED")
+
+
+def test_pause_and_resume(dtq_env: Any, twice: Twice) -> None:
+    tasks.record.enqueue(1)
+    assert gateway.pause(get_client(), keys(), "tests", True, "r") is True
+    assert gateway.pause(get_client(), keys(), "tests", False, "r") is True
+    assert twice.of("pause") == [(1, 1), (1, 1)]
+    assert len(events(dtq_env, "QUEUE_PAUSED")) == len(events(dtq_env, "QUEUE_RESUMED")) == 1
+    assert gateway.pause(get_client(), keys(), "tests", False, "r") is False  # a new request
+    assert records.queue_overview("tests")["counters"]["submitted"] == 1
+
+
+def test_discard(dtq_env: Any, twice: Twice) -> None:
+    tasks.record.enqueue(1)
+    [task_id] = dead_letter_by_hand(1)
+    entry = records.find_dlq_entry(task_id, "tests")
+    assert entry is not None
+    ref = layout.TaskRef(task_id, "tests")
+    statuses = gateway.discard(get_client(), keys(), "tests", [ref], "r", [entry["entry_id"]])
+    assert statuses == ["done"] and twice.of("discard") == [(["discarded"], ["done"])]
+    assert dtq_env.stats()["discarded"] == 1
+
+
+def test_op_begin_and_finish(dtq_env: Any, twice: Twice) -> None:
+    client = get_client()
+    assert gateway.op_begin(client, keys(), "k1", "tok", 5000) == ["acquired"]
+    assert gateway.op_finish(client, keys(), "k1", "tok", "done", '"r"', 60) == ["stored", '"r"']
+    assert twice.of("op_begin")[0] == (["acquired"], ["acquired"])
+    assert twice.of("op_finish") == [(["stored", '"r"'], ["stored", '"r"'])]
+    assert gateway.op_begin(client, keys(), "k1", "other", 5000) == ["done", '"r"']
+
+
+def test_op_renew_and_release(dtq_env: Any, twice: Twice) -> None:
+    client = get_client()
+    gateway.op_begin(client, keys(), "k2", "tok", 5000)
+    assert gateway.op_renew(client, keys(), "k2", "tok", 5000) is True
+    gateway.op_finish(client, keys(), "k2", "tok", "failed", "", 0)
+    assert twice.of("op_renew") == [(1, 1)]
+    assert twice.of("op_finish") == [(["released"], ["lost"])]  # lost: release ignores it
+    assert gateway.op_begin(client, keys(), "k2", "next", 5000) == ["acquired"]
+
+
+def test_reclaim(dtq_env: Any, twice: Twice) -> None:
+    task_id = tasks.record.enqueue(1).id
+    claim_by_hand("tests", 1)
+    dtq_env.client.hset(keys().task(task_id), "lease", 0)
+    dtq_env.client.zadd(keys().running, {task_id: 0})
+    gateway.reclaim(get_client(), keys(), [layout.TaskRef(task_id, "tests")], True)
+    [(first, again)] = twice.of("reclaim")
+    assert first[0] == 1 and again[:2] == [0, 0]  # the second finds it requeued already
+    assert dtq_env.stats()["reclaimed"] == 1
+    assert records.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
+
+
+def test_forget_queue_and_dlq_trim(dtq_env: Any, twice: Twice) -> None:
+    tasks.record.enqueue(1)
+    [task_id] = dead_letter_by_hand(1)
+    assert gateway.dlq_trim(get_client(), keys(), "tests", 2**62, 10) == 0
+    assert twice.of("dlq_trim") == [(1, 0)]  # the second finds nothing older left
+    assert records.find_dlq_entry(task_id, "tests") is None
+    assert gateway.forget_queue(get_client(), keys(), "never-used") is True
+    assert twice.of("forget_queue") == [(1, 1)]
+
+
+def test_renew_and_forget_consumer(dtq_env: Any, twice: Twice) -> None:
+    assert gateway.forget_consumer(get_client(), keys(), ["tests"], "nobody") == 0
+    assert twice.of("forget_consumer") == [(0, 0)]
