@@ -13,6 +13,8 @@ import redis
 import redis.asyncio as aioredis
 import redis.asyncio.sentinel as aiosentinel
 import redis.sentinel
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ClusterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -48,8 +50,8 @@ def _options() -> dict[str, Any]:
     # No PING health check: Redis answers PING with MISCONF while a failed save stops writes,
     # which would fail every new connection, reads included; the Retry catches dead sockets.
     return {
-        "socket_timeout": float(dtq_settings.SOCKET_TIMEOUT),
-        "socket_connect_timeout": float(dtq_settings.SOCKET_CONNECT_TIMEOUT),
+        "socket_timeout": dtq_settings.SOCKET_TIMEOUT,
+        "socket_connect_timeout": dtq_settings.SOCKET_CONNECT_TIMEOUT,
         "socket_keepalive": True,
         "health_check_interval": 0,
         "decode_responses": True,
@@ -60,7 +62,7 @@ def redis_url() -> str:
     """Return the Redis URL: REDIS_URL, or the LOCATION of the REDIS_CACHE cache."""
     alias = dtq_settings.REDIS_CACHE
     if not alias:
-        return str(dtq_settings.REDIS_URL)
+        return dtq_settings.REDIS_URL
     from django.conf import settings
 
     location = settings.CACHES[alias]["LOCATION"]
@@ -130,7 +132,11 @@ def _url_options() -> dict[str, Any]:
 
 
 def _sentinels() -> list[tuple[str, int]]:
-    return [(str(host), int(port)) for host, port in dtq_settings.REDIS_SENTINELS]
+    return [(str(host), int(port)) for host, port in dtq_settings.REDIS_SENTINELS or ()]
+
+
+def _service() -> str:
+    return str(dtq_settings.REDIS_SENTINEL_SERVICE)  # the checks ensure it is set
 
 
 def _sentinel_options() -> dict[str, Any]:
@@ -166,7 +172,7 @@ def _sync_client(slot: int | None = None) -> redis.Redis:
     if dtq_settings.REDIS_SENTINELS:
         manager = redis.sentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
         return manager.master_for(
-            dtq_settings.REDIS_SENTINEL_SERVICE,
+            _service(),
             connection_class=sentinels.SentinelConnection,
             **_url_options(),
             **_options(),
@@ -215,7 +221,7 @@ def _async_client(slot: int | None = None) -> aioredis.Redis:
     if dtq_settings.REDIS_SENTINELS:
         manager = aiosentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
         client = manager.master_for(
-            dtq_settings.REDIS_SENTINEL_SERVICE,
+            _service(),
             connection_class=sentinels.AsyncSentinelConnection,
             **_url_options(),
             **_options(),
@@ -298,3 +304,9 @@ def reset() -> None:
     for client in dropped:
         if isinstance(client, redis.Redis):
             client.close()
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DTQ":
+        reset()  # the next client reads the changed URL and timeouts
