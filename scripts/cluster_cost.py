@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import importlib.util
 import os
+import shutil
 import sys
 import tempfile
 from pathlib import Path
@@ -41,11 +42,14 @@ def run(label: str, url: str, owner: redis.Redis, n: int, concurrency: int, **en
         PYTHONPATH=str(ROOT),
         **env,
     )
-    cpu0, _ = cost.snapshot(owner)
-    submit = cost.submit_all(n, 0, environ)
-    cpu1, _ = cost.snapshot(owner)
-    drained = cost.drain(environ, concurrency)
-    cpu2, _ = cost.snapshot(owner)
+    try:
+        cpu0, _ = cost.snapshot(owner)
+        submit = cost.submit_all(n, 0, environ)
+        cpu1, _ = cost.snapshot(owner)
+        drained = cost.drain(environ, concurrency)
+        cpu2, _ = cost.snapshot(owner)
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
     print(
         f"{label}: submit {n / submit:7.0f} tasks/s ({(cpu1 - cpu0) * 1e6 / n:5.1f} us CPU/task), "
         f"drain {n / drained:7.0f} tasks/s ({(cpu2 - cpu1) * 1e6 / n:5.1f} us CPU/task), "

@@ -25,6 +25,7 @@ import collections
 import dataclasses
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -162,6 +163,7 @@ def run(
                 os.killpg(proc.pid, signal.SIGKILL)
                 proc.wait()
         servers.stop()
+        shutil.rmtree(work, ignore_errors=True)
     return outcome
 
 
