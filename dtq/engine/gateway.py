@@ -15,6 +15,7 @@ from dataclasses import dataclass
 from typing import Any, NamedTuple
 
 from dtq.engine import layout
+from dtq.engine.connection import routed
 from dtq.engine.direct import AsyncCaller, call_script, call_script_many
 from dtq.engine.executor import Attempt, Outcome
 from dtq.engine.keys import Keys
@@ -119,7 +120,8 @@ def lua_reply_builders() -> str:
 
 
 def _call(client: Any, name: str, call: Call) -> Any:
-    return call_script(client, script(name), *call)
+    # On a Redis Cluster the call goes to the primary of its keys' slot (connection.routed).
+    return call_script(routed(client, call[0]), script(name), *call)
 
 
 def _build(
@@ -157,6 +159,8 @@ def submit(client: Any, call: Call) -> list[Submitted]:
 
 def submit_many(client: Any, calls: list[Call]) -> list[list[Submitted] | Exception]:
     """Run many submit.lua calls pipelined; a call refused whole is its exception."""
+    # One client for all: with SHARDS = 1 every call is in shard 0's slot.
+    client = routed(client, calls[0][0]) if calls else client
     replies = call_script_many(client, script("submit"), calls)
     return [r if isinstance(r, Exception) else SUBMITTED.decode(r) for r in replies]
 

@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, gateway, ids, layout, refusals
+from dtq.engine import codec, durable, gateway, ids, layout, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.errors import (
@@ -216,14 +216,16 @@ def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     with tracing.producing(sub) as span:
         call = prepare(sub)
+        client = get_client()
         try:
-            (reply,) = gateway.submit(get_client(), call)
+            (reply,) = gateway.submit(client, call)
         except ResponseError as exc:
             refused = refusals.as_submit_error(exc)
             if refused is None:
                 raise
             raise refused from exc  # refused at its first write: nothing of the task was stored
         accepted = interpret(sub, reply)
+        durable.confirm_submit(client, f"task {accepted.id}")
         tracing.accepted(span, accepted)
         return accepted
 
@@ -254,7 +256,9 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     calls = [
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
-    replies = gateway.submit_many(get_client(), [(keys, argv) for _, (keys, argv, _) in calls])
+    client = get_client()
+    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
+    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):
