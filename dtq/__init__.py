@@ -2,10 +2,20 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from dtq.canvas import (
+    Signature,
+    WorkflowNotFound,
+    WorkflowResult,
+    chain,
+    chord,
+    group,
+    signature,
+)
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
     NotInDeadLetterQueue,
+    NotReplicated,
     OperationInProgress,
     PermanentError,
     QueueFull,
@@ -31,10 +41,12 @@ __all__ = [
     "BulkSubmitError",
     "DtqError",
     "NotInDeadLetterQueue",
+    "NotReplicated",
     "OperationInProgress",
     "PermanentError",
     "QueueFull",
     "RetryableError",
+    "Signature",
     "Task",
     "TaskAlreadyFinished",
     "TaskCancelled",
@@ -43,9 +55,15 @@ __all__ = [
     "TaskResult",
     "TaskState",
     "UnknownQueue",
+    "WorkflowNotFound",
+    "WorkflowResult",
     "WritesRefused",
     "__version__",
+    "chain",
+    "chord",
+    "group",
     "idempotent_operation",
     "periodic",
+    "signature",
     "task",
 ]

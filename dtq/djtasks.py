@@ -105,6 +105,18 @@ class DtqTask(Task, DeliveryOptions):
         changes.update(options)
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
 
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """Return a signature (dtq.canvas): this task with bound arguments, for a workflow."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """Return an immutable signature: the previous step's result is not passed to it."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
+
     def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> TaskResult | None:
         """Enqueue when the current transaction of `database` commits; nothing on rollback.
 

@@ -152,6 +152,18 @@ class Task(DeliveryOptions):
         call_args = (None, *args) if self.takes_context else args
         return limits.encoded(self.func, call_args, kwargs)
 
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """Return a signature (dtq.canvas): this task with bound arguments, for a workflow."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """Return an immutable signature: the previous step's result is not passed to it."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
+
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task and return its result handle at once."""
         return self._result(submit(self.submission(args, kwargs)))

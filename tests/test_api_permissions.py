@@ -20,6 +20,8 @@ ENDPOINTS = [
     ("view", "GET", "/api/queues/tests/", None),
     ("view", "GET", "/api/dlq/", None),
     ("view", "GET", f"/api/dlq/{TASK}/", None),
+    ("view", "GET", f"/api/workflows/{TASK}/", None),
+    ("cancel", "POST", f"/api/workflows/{TASK}/cancel/", {}),
     ("view", "GET", "/api/workers/", None),
     ("view", "GET", "/api/workers/nobody/", None),
     ("view", "GET", "/api/ready/", None),
@@ -96,6 +98,7 @@ def test_every_routed_endpoint_is_in_the_matrix(api):  # noqa: F811
         (
             m,
             u.replace(TASK, "{task_id}")
+            .replace("workflows/{task_id}", "workflows/{workflow_id}")
             .replace("/tests/", "/{name}/")
             .replace("/nobody/", "/{worker_id}/")
             .replace("/nojob/", "/{job_id}/"),

@@ -108,6 +108,10 @@ class Keys:
         return self._k("paused")
 
     @property
+    def durable_mark(self) -> str:
+        return self._k("durable")
+
+    @property
     def workers(self) -> str:
         return self._k("workers")
 
@@ -131,3 +135,13 @@ class Keys:
 
     def bulk_job(self, job_id: str) -> str:
         return self._k(f"bulkjob:{job_id}")
+
+    def workflow(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}")
+
+    def workflow_ready(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}:ready")
+
+    @property
+    def workflows_due(self) -> str:
+        return self._k("wfdue")

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, gateway, ids, layout, limits, records
+from dtq.engine import cursors, gateway, ids, layout, limits, records, workflows
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
@@ -46,6 +46,7 @@ __all__ = [
     "PurgePreview",
     "PurgeResult",
     "cancel",
+    "cancel_workflow",
     "discard",
     "discard_many",
     "pause_queue",
@@ -119,14 +120,18 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
-        # The call must declare the task's keys (REDIS-NOTES: Cluster), so read which they
-        # are; the loop only repeats when a replay moved the task between read and call.
-        queue, idem = client.hmget(keys.task(task_id), "queue", "idem")
+        # The call must declare the task's keys (Redis Cluster), so read which they are; the
+        # loop only repeats when a replay moved the task between read and call.
+        queue, idem, payload = client.hmget(keys.task(task_id), "queue", "idem", "payload")
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
+        workflow_id, member = workflows.member_of(payload or "")
         ref = layout.TaskRef(task_id, queue, idem or "")
-        kind, detail = gateway.cancel(client, keys, ref, reason)
+        place = (workflow_id, member) if workflow_id else None
+        kind, detail = gateway.cancel(client, keys, ref, reason, place)
+        if workflow_id and kind == "cancelled":
+            workflows.advance_all([workflow_id])  # a dependent may be ready (policy continue)
         if kind == "finished":
             raise TaskAlreadyFinished(task_id, detail)
         if kind == "missing":
@@ -134,6 +139,22 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
         if kind != "moved":
             return kind
     raise DtqError(f"task {task_id} keeps moving between queues; try again")
+
+
+def cancel_workflow(workflow_id: str, *, actor: Actor, reason: str = "") -> str:
+    """Cancel a workflow: nothing more starts, waiting and running members are cancelled.
+
+    Return the state it had: RUNNING or FAILED (cancelled now), or SUCCEEDED / CANCELLED
+    (nothing done). Raises WorkflowNotFound.
+    """
+    reason = _reason(reason)
+    workflows.check_id(workflow_id)
+    with audited(actor, AuditAction.CANCEL, task_id=workflow_id, reason=reason) as report:
+        report.parameters["workflow"] = workflow_id
+        before = workflows.cancel(workflow_id)
+        report.affected = 1 if before in ("RUNNING", "FAILED") else 0
+        report.parameters["outcome"] = before
+        return before
 
 
 # ----- pause / resume --------------------------------------------------------------------

@@ -8,7 +8,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import dlq, failpoints, gateway, layout
+from dtq.engine import dlq, failpoints, gateway, layout, workflows
 from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
@@ -44,6 +44,7 @@ class Reaper(Periodic):
         settled = self.reclaim_expired_leases()
         settled += self.settle_dead_consumers()
         settled += self.sweep_idle_entries()
+        settled += workflows.advance_due(self.keys)  # workflows left due by a dead process
         if time.monotonic() - self.last_retention > RETENTION_EVERY:
             self.apply_retention()
             self.last_retention = time.monotonic()
@@ -80,7 +81,10 @@ class Reaper(Periodic):
         if not ids:
             return 0
         refs = self.task_refs(ids)
-        requeued, dead, _ = gateway.reclaim(self.client, self.keys, refs, self.use_dlq)
+        places = workflows.places_of(self.keys, ids)  # a member dead-lettered here is counted there
+        requeued, dead, _ = gateway.reclaim(self.client, self.keys, refs, self.use_dlq, places)
+        if dead and any(w for w, _ in places):  # stop or go on at once
+            workflows.advance_due(self.keys, stale_ms=0)
         if requeued or dead:
             self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
         if failpoints.ACTIVE:

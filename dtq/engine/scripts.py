@@ -37,6 +37,7 @@ NAMES = (
     "op_finish",
     "progress",
     "limits",
+    "workflow_sync",
 )
 # Standalone scripts: one schedule's state hash, none of lib.lua's layout.
 STANDALONE = ("periodic_claim", "periodic_commit", "periodic_resume")

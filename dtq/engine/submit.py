@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, gateway, ids, refusals
+from dtq.engine import codec, durable, gateway, ids, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.errors import (
@@ -56,6 +56,8 @@ class Submission:
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
     limits: str = ""  # the record's flow-control 'lim' field (engine/limits.py); '' = none
+    workflow: str = ""  # the workflow this task is a member of (dtq.engine.workflows)
+    workflow_member: int = 0  # its index among the workflow's members
 
     @classmethod
     def of(
@@ -118,7 +120,9 @@ def _new_task(sub: Submission, task_id: str) -> gateway.NewTask:
     """Return what submit.lua needs of one validated submission (its payload encoded)."""
     s = dtq_settings
     ctx = propagation.capture()
-    payload = codec.encode_payload(sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx)
+    payload = codec.encode_payload(
+        sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx, sub.workflow, sub.workflow_member
+    )
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
@@ -210,14 +214,16 @@ def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     with tracing.producing(sub) as span:
         call = prepare(sub)
+        client = get_client()
         try:
-            (reply,) = gateway.submit(get_client(), call)
+            (reply,) = gateway.submit(client, call)
         except ResponseError as exc:
             refused = refusals.as_submit_error(exc)
             if refused is None:
                 raise
             raise refused from exc  # refused at its first write: nothing of the task was stored
         accepted = interpret(sub, reply)
+        durable.confirm_submit(client, f"task {accepted.id}")
         tracing.accepted(span, accepted)
         return accepted
 
@@ -248,7 +254,9 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     calls = [
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
-    replies = gateway.submit_many(get_client(), [(keys, argv) for _, (keys, argv, _) in calls])
+    client = get_client()
+    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
+    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):

@@ -18,7 +18,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, failpoints, gateway
+from dtq.engine import clock, failpoints, gateway, workflows
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.errors import PermanentError
@@ -268,6 +268,7 @@ class Worker(LivenessMixin, ReadingMixin):
             raise
         for att in attempts:
             att.lease_until = start_by(sent, lease)
+            att.workflow, att.workflow_member = workflows.member_of(att.payload)
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
         for att in attempts:
@@ -447,6 +448,13 @@ class Worker(LivenessMixin, ReadingMixin):
             self._flusher, self.keys, batch, bool(dtq_settings.DLQ_ENABLED), self.worker_id
         )
         self._report_finished(batch, decided)
+        wf_ids = list(dict.fromkeys(att.workflow for att, _ in batch if att.workflow))
+        if wf_ids:
+            # finalize counted the members; submit what became ready (the reaper does it for
+            # a workflow left due if this process dies first).
+            if failpoints.ACTIVE:
+                failpoints.hit("worker.before_workflow_advance")
+            await asyncio.to_thread(workflows.advance_all, wf_ids)
         for (att, _), decision in zip(batch, decided, strict=True):
             if not decision.applied:
                 log.warning(

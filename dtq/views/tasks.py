@@ -151,8 +151,16 @@ def task_detail(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResp
     """Render one task: arguments, result, attempts with tracebacks, timeline, cancel."""
     record = _task_or_404(task_id)
     schedule = schedule_of(str(record.get("idem") or ""))  # a periodic firing links back
+    raw = record.get("payload")
+    workflow = raw.get("wf") if isinstance(raw, dict) else None  # a member links back
     context = page_context(
-        request, site, f"Task {task_id}", tab="tasks", schedule=schedule, **task_context(record)
+        request,
+        site,
+        f"Task {task_id}",
+        tab="tasks",
+        schedule=schedule,
+        workflow=workflow,
+        **task_context(record),
     )
     return TemplateResponse(request, "dtq/task.html", context)
 

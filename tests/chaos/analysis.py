@@ -19,6 +19,7 @@ CLASS_OF_NAME = {
     "chaos.limited": "limited",
     "chaos.sleep": "slow",
     "chaos.async_sleep": "long",
+    "chaos.gather": "wf_callback",
     "chaos.tick": "periodic",  # fired by the schedulers, not submitted by the load
     "chaos.cron_tick": "periodic",
 }

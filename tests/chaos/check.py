@@ -32,6 +32,7 @@ SUCCESSFUL = {
     "periodic",
     "limited",
 }
+SUCCESSFUL |= {"wf_member", "wf_callback"}
 
 
 @dataclass(slots=True)
@@ -371,6 +372,43 @@ def limit_held(d: RunData) -> Check:
     return _check("concurrency limit held, nothing left waiting", bad, summary)
 
 
+def workflow_fan_in(d: RunData) -> Check:
+    """Each chord's callback was submitted once, after every member ended, with their results."""
+    stored = d.snapshot.get("workflows", {})
+    submitted: Counter[str] = Counter(
+        e[1] for e in d.snapshot.get("events", []) if e[0] == "TASK_SUBMITTED"
+    )
+    bad, done = [], 0
+    for row in d.submissions:
+        if row["kind"] != "workflow":
+            continue
+        wf, members, callback = stored.get(row["id"]), row["members"], row["callback"]
+        if wf is None:
+            bad.append(f"{row['id']}: no workflow hash")
+            continue
+        header = [d.records.get(m) for m in members]
+        cb = d.records.get(callback)
+        finals = sum(1 for k in wf if k.startswith("s:"))
+        problems = []
+        if wf.get("state") != "SUCCEEDED":
+            problems.append(f"state {wf.get('state')}")
+        if int(wf.get("done", -1)) != len(members) + 1 or finals != len(members) + 1:
+            problems.append(f"done {wf.get('done')} with {finals} final members")
+        if submitted[callback] != 1:
+            problems.append(f"callback submitted {submitted[callback]} times")
+        ends = [int(r["finished_at"]) for r in header if r and r.get("finished_at")]
+        if cb is None or len(ends) != len(members) or int(cb["created_at"]) < max(ends):
+            problems.append("callback submitted before every member ended (or missing)")
+        results = [wf.get(f"r:{i}") for i in range(len(members))]
+        if wf.get(f"r:{len(members)}") != "[" + ",".join(str(r) for r in results) + "]":
+            problems.append("callback result is not the members' results in order")
+        if problems:
+            bad.append(f"{row['id']}: " + "; ".join(problems))
+        else:
+            done += 1
+    return _check("workflow fan-in exact", bad, f"{done} chords fanned in exactly once")
+
+
 def nothing_in_flight(d: RunData) -> Check:
     """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
     left = dict(d.snapshot.get("leftovers", {}))
@@ -435,6 +473,7 @@ CHECKS: list[Callable[[RunData], Check]] = [
     delayed_not_early,
     idempotency,
     periodic_slots,
+    workflow_fan_in,
     nothing_in_flight,
     limit_held,
     counters_agree,

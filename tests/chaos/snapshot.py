@@ -87,6 +87,15 @@ def _events(client: redis.Redis, keys: Keys) -> list[list[Any]]:
         cursor = "(" + batch[-1][0]
 
 
+def _workflows(client: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
+    """Return every workflow hash (the fan-in state) by workflow id."""
+    names = [n for n in client.scan_iter(keys.workflow("*"), count=1000) if ":ready" not in n]
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(name)
+    return {h["id"]: h for h in pipe.execute() if h.get("id")}
+
+
 def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, Any]:
     """Return the whole Redis side of a run as JSON-ready data."""
     keys = Keys(prefix, 0)
@@ -113,4 +122,5 @@ def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, An
         "leftovers": leftovers(client, keys),
         "records": _records(client, keys),
         "events": _events(client, keys),
+        "workflows": _workflows(client, keys),
     }

@@ -73,6 +73,14 @@ def ordinary(context: dtq.TaskContext, seconds: float, key: str = "") -> int:
     return context.attempt
 
 
+@dtq.task(name="chaos.gather", queue_name=QUEUE, takes_context=True)
+def gather(context: dtq.TaskContext, values: list[Any]) -> list[Any]:
+    """A chord's callback (the workflow class): return the list of its members' results."""
+    with execution(context, "gather", inputs=len(values)):
+        pass
+    return values
+
+
 @dtq.task(name="chaos.async", queue_name=QUEUE, takes_context=True)
 async def async_ordinary(context: dtq.TaskContext, seconds: float) -> int:
     """A short async task; a cancel request interrupts it."""

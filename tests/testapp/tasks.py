@@ -361,3 +361,44 @@ def paced(context: dtq.TaskContext, seconds: float) -> None:
     witness("paced", context, phase="start")
     time.sleep(seconds)
     witness("paced", context, phase="end")
+
+
+# ----- workflows (tests/test_workflows.py) ----------------------------------------------------
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+def wf_add(context: dtq.TaskContext, x: int, y: int = 0) -> int:
+    """Return x + y, witnessed."""
+    witness("wf_add", context, args=[x, y])
+    return x + y
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=20)
+def wf_collect(context: dtq.TaskContext, values: object, *rest: object) -> object:
+    """Return the list it got (a chord callback), witnessed."""
+    witness("wf_collect", context, args=[values, *rest])
+    return values
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=1)
+def wf_fail(context: dtq.TaskContext, *args: object) -> None:
+    """Fail permanently (straight to the DLQ), witnessed."""
+    witness("wf_fail", context, args=list(args))
+    raise dtq.PermanentError("wf_fail always fails")
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=1)
+def wf_fail_unless(context: dtq.TaskContext, flag: str, *args: object) -> str:
+    """Fail unless the file named by flag exists (a DLQ replay then succeeds), witnessed."""
+    witness("wf_fail_unless", context, args=list(args))
+    if not Path(flag).exists():
+        raise dtq.PermanentError("flag file missing")
+    return "fixed"
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=20)
+def wf_slow(context: dtq.TaskContext, value: int, seconds: float = 0.05) -> int:
+    """Sleep a little (so SIGKILLs land mid-run), then return value, witnessed."""
+    witness("wf_slow", context, value=value)
+    time.sleep(seconds)
+    return value

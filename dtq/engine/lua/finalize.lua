@@ -4,6 +4,8 @@
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
 --   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
+--   then lib.lua's workflow trailer (wf_args): members' final states are counted in their
+--   workflows in this same call (wf_note), so the fan-in is exact
 -- Reply: the gateway's DECIDED fields per outcome (reply_decided): state, the state this
 --   outcome moved the task to ('' when the fence rejected it: the worker sends no signal),
 --   and resent, 1 when an earlier send of this call recorded it (state: the task's state now).
@@ -21,6 +23,7 @@
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local use_dlq, worker = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local out = {}
+wf_args(ARG0 + 3 + NT * 8)
 
 for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
@@ -64,6 +67,7 @@ for ti = 1, NT do
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
+      wf_note(ti, id, qi, 'SUCCEEDED', data)
     elseif outcome == 'retry' then
       local due = NOW + tonumber(delay)
       for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
@@ -79,10 +83,12 @@ for ti = 1, NT do
       decided = 'CANCELLED'
       emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
       settle_idempotency(tk, ik, 'failed', r[9])
+      wf_note(ti, id, qi, 'CANCELLED', data)
     else
       redis.call('HSET', tk, unpack(fields))
       dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
       decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
+      wf_note(ti, id, qi, decided, data)
     end
     ack(qi, band, eid)
     reply_decided(out, {state = decided, resent = 0})

@@ -502,3 +502,85 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
   emit('TASK_RECLAIMED', id, qi, 'QUEUED', attempt, {worker = r[5]})
   return 'requeued'
 end
+
+-- Workflows (dtq/engine/workflows.py). A call that may finish workflow members passes, after
+-- its task blocks, WB keys per workflow: its hash, its ready set (members whose inputs are
+-- all in), the shard's due set (zset workflow id -> when an advance should look at it); and
+-- an ARGV trailer read by wf_args(at): the number of workflows, their ids in block order,
+-- then (when there are any) two fields per task block: its workflow block index (0: not a
+-- member) and its member index in that workflow (the payload's 'wfm').
+local WB = 3
+local wf_ids, wf_of, wf_m = {}, {}, {}
+local function wf_args(at)
+  local nw = tonumber(ARGV[at] or '0') or 0
+  for wi = 1, nw do wf_ids[wi] = ARGV[at + wi] end
+  if nw > 0 then
+    for ti = 1, NT do
+      wf_of[ti], wf_m[ti] = tonumber(ARGV[at + nw + 2 * ti - 1]), ARGV[at + nw + 2 * ti]
+    end
+  end
+end
+local function wkey(wi, offset) return KEYS[NSHARED + NQ * QB + NT * TB + (wi - 1) * WB + offset] end
+
+-- Count a member's final state in its workflow: the fan-in. Called by every script that
+-- writes a final state, in the same call, so the count and the state cannot part. The
+-- member's own field s:<m> is the guard that makes it exact: a state seen already (a resend,
+-- a duplicate, a sweep that looks again) changes nothing, and a member counts once towards
+-- 'done' and towards each dependent's need n:<w> however often it is noted. A dependent
+-- whose need reaches 0 joins the ready set once; workflows.advance submits it (by its fixed
+-- task id, so a second submit is absorbed by submit.lua). The one change after a first final
+-- state: a failed member that succeeds after all (a DLQ replay) resumes what it held back.
+local WF_FINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
+  EXPIRED = true}
+local function wf_note(ti, id, qi, state, data)
+  local wi = wf_of[ti]
+  if not wi or wi == 0 or not WF_FINAL[state] then return end
+  local wk, wid, m = wkey(wi, 1), wf_ids[wi], wf_m[ti]
+  local r = redis.call('HMGET', wk, 's:' .. m, 'policy', 'state', 'd:' .. m, 'total', 'done',
+    'bad', 't:' .. m)
+  if r[8] ~= id then return end  -- not this member of this workflow, or the workflow expired
+  local prev, policy, wstate = r[1], r[2], r[3]
+  if prev == state or prev == 'SUCCEEDED' then return end
+  local ok = state == 'SUCCEEDED'
+  if prev and not ok then
+    redis.call('HSET', wk, 's:' .. m, state)  -- one failure after another: counted already
+    return
+  end
+  redis.call('HSET', wk, 's:' .. m, state, (ok and 'r:' or 'e:') .. m, data or 'null')
+  local done, bad, release = tonumber(r[6]) or 0, tonumber(r[7]) or 0, false
+  if not prev then
+    done = redis.call('HINCRBY', wk, 'done', 1)
+    if not ok then bad = redis.call('HINCRBY', wk, 'bad', 1) end
+    release = ok or policy == 'continue'
+  else
+    bad = redis.call('HINCRBY', wk, 'bad', -1)
+    release = policy ~= 'continue'  -- under 'stop' its dependents waited for this success
+  end
+  if release and r[4] and r[4] ~= '' then
+    for w in string.gmatch(r[4], '[^,]+') do
+      if redis.call('HINCRBY', wk, 'n:' .. w, -1) == 0 then redis.call('SADD', wkey(wi, 2), w) end
+    end
+  end
+  local new = wstate
+  if wstate ~= 'CANCELLED' then
+    if done >= tonumber(r[5]) then
+      new = bad == 0 and 'SUCCEEDED' or 'FAILED'
+    elseif bad > 0 and policy ~= 'continue' then
+      new = 'FAILED'  -- stopped: advance cancels the members still running, releases no more
+    elseif bad == 0 then
+      new = 'RUNNING'
+    end
+  end
+  if new ~= wstate then
+    redis.call('HSET', wk, 'state', new, 'updated_at', NOW)
+    if new == 'RUNNING' then
+      redis.call('PERSIST', wk)
+      redis.call('PERSIST', wkey(wi, 2))
+    else
+      redis.call('EXPIRE', wk, RETENTION)
+      redis.call('EXPIRE', wkey(wi, 2), RETENTION)
+    end
+    emit('WORKFLOW_' .. new, id, qi, new, 0, {workflow = wid})
+  end
+  zset(wkey(wi, 3), wid, NOW)  -- an advance should look now
+end
