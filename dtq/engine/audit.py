@@ -16,6 +16,7 @@ from django.db import DatabaseError, connections
 from django.utils import timezone
 
 from dtq.conf import dtq_settings
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit_db import audit_alias
 from dtq.engine.errors import AuditUnavailable, DtqError, InvalidOperation
 from dtq.engine.keys import Keys
@@ -102,7 +103,7 @@ class Report:
 @contextmanager
 def audited(
     actor: Actor,
-    action: str,
+    action: AuditAction,
     *,
     queue: str = "",
     task_id: str = "",
@@ -118,6 +119,7 @@ def audited(
     """
     from dtq.models import AuditEntry
 
+    action = AuditAction(action)  # a name outside the one list is a bug: fail before any row
     report = Report(queue=queue, task_id=task_id, parameters=dict(parameters or {}))
     _check_text(reason, report.parameters)
     with audit_alias() as alias:
