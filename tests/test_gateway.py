@@ -11,32 +11,57 @@ from dtq.engine.executor import Attempt
 
 LUA = resources.files("dtq.engine") / "lua"
 ENGINE = Path(gateway.__file__).parent
-# reply_<name>(out, {field = value, ...}): the table's keys, nested braces allowed one deep.
-BUILT = re.compile(r"reply_(\w+)\(\w+, \{((?:[^{}]|\{[^{}]*\})*)\}\)", re.S)
-KEY = re.compile(r"(?:^|,)\s*(\w+)\s*=(?!=)")
+# reply_<name>(out, v1, v2, ...): positional, one value per declared field, in order.
+BUILT = re.compile(r"\breply_(\w+)\(")
 
 
-def _top_level_keys(table: str) -> list[str]:
-    flat = re.sub(r"\{[^{}]*\}|\([^()]*\)", "", table)  # drop nested tables and call args
-    return KEY.findall(flat)
+def _call_args(text: str, start: int) -> list[str]:
+    """Return the top-level arguments of the call whose '(' ends at start."""
+    args, depth, quote, current = [], 0, "", ""
+    for ch in text[start:]:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return [*args, current.strip()]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    raise AssertionError("unterminated call")
 
 
 def test_every_reply_the_lua_builds_has_exactly_the_declared_fields() -> None:
-    declared = {reply.name: set(reply.names) for reply in gateway.REPLIES}
+    declared = {reply.name: reply.names for reply in gateway.REPLIES}
     seen: set[str] = set()
     for name in scripts.NAMES:
         body = (LUA / f"{name}.lua").read_text()
-        for reply, table in BUILT.findall(body):
+        code = "\n".join(line.split("--")[0] for line in body.splitlines())
+        for match in BUILT.finditer(code):
+            reply = match.group(1)
             assert reply in declared, f"{name}.lua builds undeclared reply {reply!r}"
-            assert set(_top_level_keys(table)) == declared[reply], f"{name}.lua: {reply}"
+            args = _call_args(code, match.end())
+            assert len(args) == 1 + len(declared[reply]), f"{name}.lua: {reply} {args}"
             seen.add(reply)
     assert seen == set(declared)
+
+
+def test_a_reply_builder_names_its_fields_in_order() -> None:
+    for reply in gateway.REPLIES:
+        head = f"local function reply_{reply.name}(out, {', '.join(reply.names)})"
+        assert reply.lua_builder().startswith(head)
 
 
 def test_an_attempts_claim_fields_are_the_claimed_reply() -> None:
     marked = [f for f in Attempt.__dataclass_fields__.values() if "claim" in f.metadata]
     assert gateway.CLAIMED.names == tuple(f.name for f in marked)
-    assert "reply_claimed(out, row)" in scripts.source("claim")
+    assert "local function reply_claimed(out, id, entry, queue_index," in scripts.source("claim")
 
 
 def test_a_decoded_reply_is_built_by_field_name() -> None:

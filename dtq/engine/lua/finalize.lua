@@ -36,11 +36,11 @@ for ti = 1, NT do
   local resent = fenced and id and ((r[2] == 'SUCCEEDED' and r[4] == attempt and
     r[10] == worker) or string.find(r[7] or '', history, 1, true))
   if resent then
-    reply_decided(out, {state = r[2], resent = 1})
+    reply_decided(out, r[2], 1)
   elseif fenced then
     count(qi, 'stale')
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
-    reply_decided(out, {state = '', resent = 0})
+    reply_decided(out, '', 0)
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
     local fields, decided
@@ -83,7 +83,7 @@ for ti = 1, NT do
       decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
     end
     ack(qi, band, eid)
-    reply_decided(out, {state = decided, resent = 0})
+    reply_decided(out, decided, 0)
   end
 end
 return out

@@ -17,7 +17,7 @@
 BATCH = NT > 1
 local out = {}
 local function reply(kind, id, state, created)
-  reply_submitted(out, {kind = kind, id = id, state = state, created = created})
+  reply_submitted(out, kind, id, state, created)
 end
 
 local active = {}  -- queue index -> tasks counted as active, this call's included
