@@ -6,7 +6,7 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from dtq.engine import gateway, protocol, scripts
+from dtq.engine import gateway, layout, protocol, scripts
 from dtq.engine.executor import Attempt
 
 LUA = resources.files("dtq.engine") / "lua"
@@ -161,3 +161,31 @@ def test_every_script_header_says_why_a_resend_is_safe() -> None:
             line for line in (LUA / f"{name}.lua").read_text().splitlines() if line[:2] == "--"
         ]
         assert any(line.startswith("-- Resend:") for line in header), name
+
+
+def test_a_script_with_its_own_layout_gets_every_key_it_names() -> None:
+    # A key a layout leaves out is nil in the script: naming it would fail at run time.
+    for name, own in layout.LAYOUTS.items():
+        text = scripts.source(name)
+        constants = own.lua()
+        body = text.replace(constants, "")
+        for const in set(re.findall(r"\b(?:K|Q|T)_[A-Z0-9]+\b", body)):
+            assert re.search(rf"\b{const}\b", constants), f"{name}: {const} is not a layout key"
+            at = dict(zip(*(s.split(", ") for s in _assignment(constants, const)), strict=True))
+            assert at[const] != "nil", f"{name}.lua uses {const}, which its layout leaves out"
+        for state in re.findall(r"\bIX\.(\w+)", body):
+            assert state in own.queue, f"{name}.lua uses the {state} index, not in its layout"
+
+
+def _assignment(constants: str, const: str) -> tuple[str, str]:
+    for line in constants.splitlines():
+        names, _, values = line.removeprefix("local ").partition(" = ")
+        if const in names.split(", "):
+            return names, values.split("  --")[0]
+    raise AssertionError(const)
+
+
+def test_the_hot_scripts_get_fewer_keys_than_the_full_layout() -> None:
+    assert layout.LAYOUTS.keys() == {"submit", "read", "claim", "finalize"}
+    for own in layout.LAYOUTS.values():
+        assert len(own.shared) + len(own.queue) + len(own.task) < 24

@@ -123,8 +123,11 @@ def _call(client: Any, name: str, call: Call) -> Any:
     return call_script(client, script(name), *call)
 
 
-def _build(keys: Keys, queues: Sequence[str], refs: Iterable[TaskRef], *args: Any) -> Call:
-    key_list, header = layout.build(keys, queues, refs)
+def _build(
+    keys: Keys, queues: Sequence[str], refs: Iterable[TaskRef], *args: Any, name: str = ""
+) -> Call:
+    """Return the call's KEYS (in the named script's layout) and ARGV (header, then args)."""
+    key_list, header = layout.build(keys, queues, refs, layout.of(name))
     return key_list, [*header, *args]
 
 
@@ -135,7 +138,7 @@ def submit_call(
     keys: Keys, queues: Sequence[str], refs: Sequence[TaskRef], args: list[Any]
 ) -> Call:
     """Return the submit.lua call for these tasks (args: submit.py's fields per task)."""
-    return _build(keys, queues, refs, *args)
+    return _build(keys, queues, refs, *args, name="submit")
 
 
 def submit(client: Any, call: Call) -> list[Submitted]:
@@ -156,7 +159,9 @@ async def read(
     caller: AsyncCaller, keys: Keys, queues: list[str], worker_id: str, capacity: int
 ) -> tuple[list[Entry], list[str]]:
     """Read up to capacity entries in priority order; also return the streams to watch."""
-    reply = await caller.script(script("read"), *_build(keys, queues, (), worker_id, capacity))
+    reply = await caller.script(
+        script("read"), *_build(keys, queues, (), worker_id, capacity, name="read")
+    )
     return ENTRY.decode(reply[0]), list(reply[1])
 
 
@@ -171,7 +176,7 @@ async def claim(
     """Claim read entries; return the attempts this worker now runs."""
     refs = [TaskRef(e.task_id or "gone", queues[e.queue_index - 1], e.idem) for e in entries]
     args = [v for e in entries for v in (e.queue_index, e.band, e.entry)]
-    call = _build(keys, queues, refs, worker_id, lease_ms, *args)
+    call = _build(keys, queues, refs, worker_id, lease_ms, *args, name="claim")
     reply = await caller.script(script("claim"), *call)
     attempts = CLAIMED.decode(reply)
     for att in attempts:
@@ -204,7 +209,7 @@ async def finalize(
     queues, refs, args = _batch(
         keys, batch, lambda _, out: [out.kind, out.data, out.history, out.delay_ms]
     )
-    call = _build(keys, queues, refs, "1" if use_dlq else "0", worker_id, *args)
+    call = _build(keys, queues, refs, "1" if use_dlq else "0", worker_id, *args, name="finalize")
     return DECIDED.decode(await caller.script(script("finalize"), *call))
 
 

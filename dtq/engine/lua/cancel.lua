@@ -11,7 +11,7 @@
 -- Resend: the record keeps the request's token (cancel_token), so the same call sent again
 -- answers what the first did ('cancelled' or 'requested') and writes nothing more.
 local reason, token = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
-local tk, ik = tkey(1, 1), tkey(1, 3)
+local tk, ik = tkey(1, T_RECORD), tkey(1, T_IDEM)
 local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue',
   'cancel_token')
 local id, state = r[1], r[2]

@@ -29,7 +29,7 @@ end
 for ti = 1, NT do
   local base = ARG0 + 2 + (ti - 1) * 3
   local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
     'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at',
     'band', 'queue')

@@ -25,7 +25,7 @@ for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
-  local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
+  local tk, rk, ik = tkey(ti, T_RECORD), tkey(ti, T_RESULT), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
     'history_n', 'history', 'cancel', 'idem', 'worker')
   local id = r[1]

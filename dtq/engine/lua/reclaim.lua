@@ -11,7 +11,7 @@ local requeued, dead, skipped = 0, 0, 0
 
 for ti = 1, NT do
   local qi, id = tonumber(ARGV[ARG0 + 2 * ti]), ARGV[ARG0 + 2 * ti + 1]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'state', 'lease')
   if r[1] ~= 'RUNNING' then
     redis.call('ZREM', KEYS[K_RUNNING], id)  -- index entry left behind; nothing to reclaim

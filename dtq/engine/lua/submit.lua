@@ -24,7 +24,7 @@ local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per fiel
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
 local events = {}
-local IX_QUEUED, IX_PENDING = STATE_ORDER.QUEUED, STATE_ORDER.PENDING
+local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
 
 local function add_index(key, score, member)
   local t = index[key]
@@ -43,7 +43,7 @@ local function accept(ti, b)
   local max_attempts, payload, delay = ARGV[b + 6], ARGV[b + 7], tonumber(ARGV[b + 8])
   local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
   local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
   -- write). Writing again would add a second stream entry, count the task twice and reset a
