@@ -67,8 +67,13 @@ for ti = 1, NT do
     local attempt = tonumber(r[7]) + 1
     zset(KEYS[K_RUNNING], id, NOW + lease_ms)
     observe(qi, 'wait', NOW - tonumber(r[14] or NOW))
-    move(tk, id, qi, 'QUEUED', 'RUNNING',
-      {'attempt', attempt, 'worker', worker, 'started_at', NOW, 'lease', NOW + lease_ms})
+    -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
+    -- generic tables.
+    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
+      'lease', NOW + lease_ms, 'state', 'RUNNING', 'updated_at', NOW)
+    zset(qkey(qi, IX.QUEUED), id, false)
+    zset(qkey(qi, IX.RUNNING), id, NOW)
+    count(qi, COUNTER.RUNNING)
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
     hand_out(id, eid, qi, band, r, attempt)
   end

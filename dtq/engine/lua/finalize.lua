@@ -43,44 +43,48 @@ for ti = 1, NT do
     reply_decided(out, '', 0)
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
+    zset(KEYS[K_RUNNING], id, false)
     local fields, decided
     if outcome == 'success' then
-      fields = {'history_n', (tonumber(r[6]) or 0) + 1}
-    else
-      fields = history_fields(r[6], r[7], history)
-    end
-    fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
-    zset(KEYS[K_RUNNING], id, false)
-    if outcome == 'retry' and r[8] == '1' then
-      outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
-    end
-    if outcome == 'success' then
-      table.insert(fields, 'delivery')
-      table.insert(fields, '')
-      move(tk, id, qi, 'RUNNING', 'SUCCEEDED', fields)
+      -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
+      -- lease (the attempt holds none now) and no delivery, without its generic tables.
+      redis.call('HSET', tk, 'history_n', (tonumber(r[6]) or 0) + 1, 'lease', '',
+        'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW, 'finished_at', NOW)
+      redis.call('EXPIRE', tk, RETENTION)
+      zset(qkey(qi, IX.RUNNING), id, false)
+      zset(qkey(qi, IX.SUCCEEDED), id, NOW)
+      count(qi, COUNTER.SUCCEEDED)
+      tally(qkey(qi, Q_STATS), 'active', -1)
       decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
-    elseif outcome == 'retry' then
-      local due = NOW + tonumber(delay)
-      for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
-        table.insert(fields, v)
-      end
-      move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
-      decided = 'RETRYING'
-      zset(KEYS[K_SCHEDULE], id, due)
-      emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
-    elseif outcome == 'cancel' then
-      for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
-      move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
-      decided = 'CANCELLED'
-      emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
-      settle_idempotency(tk, ik, 'failed', r[9])
     else
-      redis.call('HSET', tk, unpack(fields))
-      dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
-      decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
+      fields = history_fields(r[6], r[7], history)
+      fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
+      if outcome == 'retry' and r[8] == '1' then
+        outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
+      end
+      if outcome == 'retry' then
+        local due = NOW + tonumber(delay)
+        for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
+          table.insert(fields, v)
+        end
+        move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
+        decided = 'RETRYING'
+        zset(KEYS[K_SCHEDULE], id, due)
+        emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
+      elseif outcome == 'cancel' then
+        for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
+        move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
+        decided = 'CANCELLED'
+        emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+        settle_idempotency(tk, ik, 'failed', r[9])
+      else
+        redis.call('HSET', tk, unpack(fields))
+        dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
+        decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
+      end
     end
     ack(qi, band, eid)
     reply_decided(out, decided, 0)
