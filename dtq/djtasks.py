@@ -38,6 +38,8 @@ from dtq.engine.errors import PermanentError
 from dtq.engine.firing import slot_of
 from dtq.engine.progress import check
 from dtq.engine.state import TaskState
+from dtq.options import USING_OPTIONS as TASK_OPTIONS
+from dtq.options import DeliveryOptions
 
 log = logging.getLogger("dtq.backends")
 READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
@@ -53,37 +55,18 @@ STATUS_OF = {
     TaskState.CANCELLED: FAILED,
     TaskState.EXPIRED: FAILED,
 }
-USING_OPTIONS = frozenset(
-    {
-        "max_attempts",
-        "retry_base",
-        "retry_cap",
-        "retry_jitter",
-        "timeout",
-        "ttl",
-        "idempotency_key",
-        "database",
-    }
-)
-
-DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}  # what @task(...) takes beyond django's own
+# What DtqTask.using() takes beyond django's own; what @task(...) takes beyond django's own.
+USING_OPTIONS = (TASK_OPTIONS - {"queue_name", "priority", "run_after"}) | {"database"}
+DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}
 
 
 # ----- tasks, results, context --------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DtqTask(Task):
+class DtqTask(Task, DeliveryOptions):
     """A django.tasks Task with dtq's delivery options (None: the DTQ settings' default)."""
 
-    max_attempts: int | None = None
-    retry_base: float | None = None
-    retry_cap: float | None = None
-    retry_jitter: float | None = None
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-    timeout: float | None = None
-    ttl: float | None = None
-    idempotency_key: str | None = None
     database: str | None = None  # alias whose commit enqueue_on_commit waits for
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DtqTask:

@@ -182,10 +182,10 @@ def build(
     header: list[str | int] = [
         len(queues),
         len(task_list),
-        int(s.EVENT_STREAM_MAXLEN),
-        int(s.RETENTION),
-        int(s.RESULT_TTL),
-        int(s.IDEMPOTENCY_TTL),
+        s.EVENT_STREAM_MAXLEN,
+        s.RETENTION,
+        s.RESULT_TTL,
+        s.IDEMPOTENCY_TTL,
         GROUP,
         *queues,
     ]

@@ -39,7 +39,7 @@ class LivenessMixin:
 
     async def _heartbeat_loop(self) -> None:
         """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
-        interval = float(dtq_settings.HEARTBEAT_INTERVAL)
+        interval = dtq_settings.HEARTBEAT_INTERVAL
         while True:
             try:
                 await self._heartbeat()
@@ -63,7 +63,7 @@ class LivenessMixin:
         pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self.keys.workers, {self.worker_id: now})
         pipe.hset(self.keys.worker(self.worker_id), mapping=self._info(now))
-        pipe.expire(self.keys.worker(self.worker_id), int(dtq_settings.RETENTION))
+        pipe.expire(self.keys.worker(self.worker_id), dtq_settings.RETENTION)
         await pipe.execute()
 
     def _apply_renewals(self, held: list[Attempt], statuses: list[int], until: float) -> None:

@@ -41,7 +41,7 @@ class ReadingMixin:
         never by cancelling it: a cancelled read could drop entries Redis handed it.
         """
         streams = watch
-        block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
+        block_ms = int(dtq_settings.BLOCK_TIMEOUT * 1000)
         read = pack(
             *("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity, "BLOCK", block_ms),
             *("STREAMS", *streams, *([">"] * len(streams))),

@@ -248,7 +248,7 @@ class Worker(LivenessMixin, ReadingMixin):
         else:
             # Burst mode with tasks still running, or every queue paused: wait for a slot to
             # free, a stop, or the timeout.
-            await self._sleep_or_poke(float(dtq_settings.BLOCK_TIMEOUT))
+            await self._sleep_or_poke(dtq_settings.BLOCK_TIMEOUT)
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         assert self._changed is not None
@@ -350,7 +350,7 @@ class Worker(LivenessMixin, ReadingMixin):
         if failpoints.ACTIVE and outcome.kind != "skip":
             failpoints.hit("worker.after_handler")
         self.outbox.append((att, outcome))
-        if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
+        if len(self.outbox) >= dtq_settings.FINALIZE_BATCH or len(self.outbox) == 1:
             self._flush_now.set()  # type: ignore[union-attr]
 
     def _on_stuck(self, att: Attempt, future: Future[Any] | asyncio.Future[Any]) -> None:
@@ -376,7 +376,7 @@ class Worker(LivenessMixin, ReadingMixin):
 
     async def _flush_loop(self) -> None:
         assert self._flush_now is not None
-        pause = float(dtq_settings.FINALIZE_FLUSH_MS) / 1000
+        pause = dtq_settings.FINALIZE_FLUSH_MS / 1000
         backoff = 0.05
         while True:
             await self._flush_now.wait()
@@ -394,11 +394,11 @@ class Worker(LivenessMixin, ReadingMixin):
 
     def _worth_waiting(self) -> bool:
         """Wait for more outcomes only while other handlers run and the batch has room."""
-        return self.running > 0 and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH)
+        return self.running > 0 and len(self.outbox) < dtq_settings.FINALIZE_BATCH
 
     async def _flush(self) -> None:
         while self.outbox:
-            batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
+            batch = self.outbox[: dtq_settings.FINALIZE_BATCH]
             ran = [pair for pair in batch if pair[1].kind != "skip"]
             if len(ran) < len(batch):
                 await self._skip([pair for pair in batch if pair[1].kind == "skip"])

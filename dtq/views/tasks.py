@@ -44,7 +44,7 @@ def _filters(request: HttpRequest, queues: list[str]) -> dict[str, Any]:
     q = (request.GET.get("q") or "").strip()
     queue = queue_param(request.GET.get("queue"))
     if queue is None and not q and "queue" not in request.GET:
-        queue = queues[0] if queues else str(dtq_settings.DEFAULT_QUEUE)
+        queue = queues[0] if queues else dtq_settings.DEFAULT_QUEUE
     return {
         "q": q,
         "queue": queue,  # None: every queue
