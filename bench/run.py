@@ -35,43 +35,21 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
     ap.add_argument("--smoke", action="store_true", help="tiny N, 1 run, few systems, seconds")
     ap.add_argument("--systems", default="", help=f"comma list from: {','.join(ALL)}")
     ap.add_argument("--concurrency", type=int, default=8, help="threads/async slots per process")
-    ap.add_argument(
-        "--cores",
-        type=int,
-        default=os.cpu_count() or 2,
-        help="processes for the 'one per core' figures",
-    )
+    ap.add_argument("--cores", type=int, default=os.cpu_count() or 2,
+                    help="processes for the 'one per core' figures")
     ap.add_argument("--n", type=int, default=0, help="pre-queued no-op tasks per drain")
     ap.add_argument("--budget", type=float, default=840.0, help="seconds; later runs are skipped")
     ap.add_argument("--out", default="", help="results directory (default bench/results[/smoke])")
-    ap.add_argument(
-        "--wait-idle",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="first wait up to this long for the 1-min load to drop below cores/2",
-    )
-    ap.add_argument(
-        "--network",
-        type=float,
-        default=0.0,
-        metavar="DELAY_MS",
-        help="also measure every system through a relay that holds each "
-        "client-to-server chunk DELAY_MS (about that much more per round trip)",
-    )
-    ap.add_argument(
-        "--network-n",
-        type=int,
-        default=0,
-        help="pre-queued tasks per drain through the relay (default: --n)",
-    )
-    ap.add_argument(
-        "--scaling",
-        default="",
-        metavar="LIST",
-        help="worker process counts of the scaling drains, e.g. 1,2,4 "
-        "(default: 1,2,4 in a full run, none in --smoke)",
-    )
+    ap.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS",
+                    help="first wait up to this long for the 1-min load to drop below cores/2")
+    ap.add_argument("--network", type=float, default=0.0, metavar="DELAY_MS",
+                    help="also measure every system through a relay that holds each "
+                    "client-to-server chunk DELAY_MS (about that much more per round trip)")
+    ap.add_argument("--network-n", type=int, default=0,
+                    help="pre-queued tasks per drain through the relay (default: --n)")
+    ap.add_argument("--scaling", default="", metavar="LIST",
+                    help="worker process counts of the scaling drains, e.g. 1,2,4 "
+                    "(default: 1,2,4 in a full run, none in --smoke)")
     ap.add_argument("--no-bulk", action="store_true", help="skip the bulk enqueue phase")
     ap.add_argument("--tag", default="", help="results file name suffix: <date>-<tag>.md")
     return ap.parse_args(argv)
@@ -80,9 +58,8 @@ def parse_args(argv: list[str] | None = None) -> argparse.Namespace:
 def make_plan(args: argparse.Namespace) -> Plan:
     """Full or smoke sizes."""
     if args.smoke:
-        plan = Plan(
-            n=200, n_io=100, cores=args.cores, rates=((100, 0.5), (1000, 0.3)), drain_timeout=20.0
-        )
+        plan = Plan(n=200, n_io=100, cores=args.cores, rates=((100, 0.5), (1000, 0.3)),
+                    drain_timeout=20.0)
     else:
         plan = Plan(cores=args.cores)
     if args.n:
@@ -102,9 +79,8 @@ def network_plan(args: argparse.Namespace, plan: Plan) -> Plan:
     One enqueue per call is round-trip bound through the relay (well under 1,000/s), so the
     higher rates cannot be paced; io, bulk and scaling drains are loopback figures.
     """
-    return replace(
-        plan, n=args.network_n or plan.n, io=False, bulk=0, scaling=(), rates=plan.rates[:1]
-    )
+    return replace(plan, n=args.network_n or plan.n, io=False, bulk=0, scaling=(),
+                   rates=plan.rates[:1])
 
 
 def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], dict[str, str]]:
@@ -126,15 +102,8 @@ def select_systems(args: argparse.Namespace, ctx: Ctx) -> tuple[list[System], di
     return chosen, skipped
 
 
-def measure(
-    systems: list[System],
-    server: RedisServer,
-    plan: Plan,
-    runs: int,
-    budget: float,
-    results: dict[str, list[dict[str, Any]]],
-    notes: dict[str, list[str]],
-) -> int:
+def measure(systems: list[System], server: RedisServer, plan: Plan, runs: int, budget: float,
+            results: dict[str, list[dict[str, Any]]], notes: dict[str, list[str]]) -> int:
     """Run every system `runs` times, interleaved; returns the number of failed passes."""
     failures = 0
     started = time.monotonic()
@@ -142,8 +111,7 @@ def measure(
         elapsed = time.monotonic() - started
         if r and elapsed / r * (r + 1) > budget:
             notes.setdefault("run", []).append(
-                f"stopped after {r} run(s): the next would exceed --budget {budget:.0f}s"
-            )
+                f"stopped after {r} run(s): the next would exceed --budget {budget:.0f}s")
             break
         for system in systems:
             server.flush()
@@ -161,13 +129,9 @@ def measure(
                 print(system.worker_log_tail(), file=sys.stderr)
             results.setdefault(system.name, []).append(metrics)
             notes.setdefault(system.name, []).extend(f"run {r + 1}: {n}" for n in p.notes)
-            print(
-                f"run {r + 1}/{runs} {system.name:15s} {time.monotonic() - t0:5.1f}s "
-                + json.dumps(
-                    {k: round(v, 3) if v is not None else None for k, v in metrics.items()}
-                ),
-                flush=True,
-            )
+            print(f"run {r + 1}/{runs} {system.name:15s} {time.monotonic() - t0:5.1f}s "
+                  + json.dumps({k: round(v, 3) if v is not None else None
+                                for k, v in metrics.items()}), flush=True)
     return failures
 
 
@@ -220,16 +184,10 @@ def main(argv: list[str] | None = None) -> int:
     skipped: dict[str, str] = {}
     try:
         server.start()
-        print(
-            f"redis-server {server.version()} on port {server.port} (run dir {run_dir})", flush=True
-        )
-        ctx = Ctx(
-            bench_dir=BENCH_DIR,
-            run_dir=run_dir,
-            redis_url=server.url,
-            concurrency=args.concurrency,
-            lifetime=300.0,
-        )
+        print(f"redis-server {server.version()} on port {server.port} (run dir {run_dir})",
+              flush=True)
+        ctx = Ctx(bench_dir=BENCH_DIR, run_dir=run_dir, redis_url=server.url,
+                  concurrency=args.concurrency, lifetime=300.0)
         systems, skipped = select_systems(args, ctx)
         failures += measure(systems, server, plan, runs, args.budget, results, notes)
         if args.network > 0:
@@ -242,15 +200,8 @@ def main(argv: list[str] | None = None) -> int:
                 os.makedirs(net_dir, exist_ok=True)
                 net_ctx = replace(ctx, redis_url=relay.url, run_dir=net_dir)
                 net_systems = [type(system)(net_ctx) for system in systems]
-                failures += measure(
-                    net_systems,
-                    server,
-                    network_plan(args, plan),
-                    runs,
-                    args.budget,
-                    net_results,
-                    net_notes,
-                )
+                failures += measure(net_systems, server, network_plan(args, plan), runs,
+                                    args.budget, net_results, net_notes)
             finally:
                 for system in net_systems:
                     system.stop()
@@ -262,32 +213,18 @@ def main(argv: list[str] | None = None) -> int:
         server.stop()
         procs.kill_all()
     out_dir = args.out or os.path.join(BENCH_DIR, "results", "smoke" if args.smoke else "")
-    meta = {
-        "date": datetime.date.today().isoformat(),
-        "runs": runs,
-        "plan": plan,
-        "concurrency": args.concurrency,
-        "redis": redis_version,
-        "smoke": args.smoke,
-        "seconds": time.monotonic() - started,
-        "python": sys.version.split()[0],
-        "tag": args.tag,
-    }
+    meta = {"date": datetime.date.today().isoformat(), "runs": runs, "plan": plan,
+            "concurrency": args.concurrency, "redis": redis_version, "smoke": args.smoke,
+            "seconds": time.monotonic() - started, "python": sys.version.split()[0],
+            "tag": args.tag}
     if net_results:
-        meta["network"] = {
-            **net_meta,
-            "results": net_results,
-            "notes": net_notes,
-            "n": network_plan(args, plan).n,
-        }
+        meta["network"] = {**net_meta, "results": net_results, "notes": net_notes,
+                           "n": network_plan(args, plan).n}
     md, png = report.write(out_dir, meta, systems, skipped, results, notes)
     print(f"wrote {md} and {png} in {meta['seconds']:.0f}s", flush=True)
     if failures:
-        print(
-            f"{failures} pass(es) failed; see the Notes section of {md} and the worker logs "
-            f"in {run_dir}",
-            file=sys.stderr,
-        )
+        print(f"{failures} pass(es) failed; see the Notes section of {md} and the worker logs "
+              f"in {run_dir}", file=sys.stderr)
         return 1
     shutil.rmtree(run_dir, ignore_errors=True)
     return 0

@@ -19,15 +19,15 @@ Metrics = dict[str, float | None]
 class Plan:
     """Sizes and time bounds of one pass (full or smoke)."""
 
-    n: int = 2000  # pre-queued no-op tasks per drain
-    n_io: int = 1000  # pre-queued 1 ms tasks per drain
+    n: int = 2000            # pre-queued no-op tasks per drain
+    n_io: int = 1000         # pre-queued 1 ms tasks per drain
     cores: int = 2
     rates: tuple[tuple[int, float], ...] = ((100, 4.0), (1000, 2.0))  # (tasks/s, seconds)
     drain_timeout: float = 40.0
-    settle: float = 0.3  # let late acks/finalizes reach Redis before reading stats
-    bulk: int = 500  # tasks per bulk enqueue call (systems with a bulk API); 0: skip
+    settle: float = 0.3      # let late acks/finalizes reach Redis before reading stats
+    bulk: int = 500          # tasks per bulk enqueue call (systems with a bulk API); 0: skip
     scaling: tuple[int, ...] = ()  # worker process counts of the scaling drains
-    io: bool = True  # run the 1 ms-io drains
+    io: bool = True          # run the 1 ms-io drains
 
 
 class Pass:
@@ -35,9 +35,8 @@ class Pass:
 
     def __init__(self, system: System, server: RedisServer, plan: Plan) -> None:
         self.sys, self.server = system, server
-        self.plan = replace(
-            plan, n=max(20, int(plan.n * system.scale)), n_io=max(10, int(plan.n_io * system.scale))
-        )
+        self.plan = replace(plan, n=max(20, int(plan.n * system.scale)),
+                            n_io=max(10, int(plan.n_io * system.scale)))
         self.seq = 0
         self.m: Metrics = {}
         self.notes: list[str] = []
@@ -60,11 +59,8 @@ class Pass:
         self.m[key] = drain_rate(recs)
         if not ok:
             self.incomplete += 1
-            why = (
-                "a worker process exited"
-                if not procs.wait_alive(self.sys.workers)
-                else f"timed out after {self.plan.drain_timeout:.0f}s"
-            )
+            why = ("a worker process exited" if not procs.wait_alive(self.sys.workers)
+                   else f"timed out after {self.plan.drain_timeout:.0f}s")
             self.notes.append(f"{key}: only {len(recs)}/{len(seqs)} done ({why})")
         return ok
 
@@ -117,7 +113,8 @@ class Pass:
         self.sys.start_worker(p.cores)
         if not self._drain("drain_np", seqs):
             return
-        self.m["rss_np"], self.m["pss_np"] = procs.memory_mb(self.sys.worker_pids())
+        self.m["rss_np"], self.m["pss_np"] = procs.memory_mb(
+            self.sys.worker_pids())
         warm = self._seqs(20)
         self.sys.enqueue_many(warm.start, len(warm))
         self.sys.wait_drained(warm, 10.0)

@@ -15,13 +15,8 @@ import psutil
 _LIVE: dict[int, subprocess.Popen[bytes]] = {}
 
 
-def spawn(
-    args: list[str],
-    env: dict[str, str],
-    stdout: IO[bytes] | None = None,
-    cwd: str | None = None,
-    lifetime: float = 0.0,
-) -> subprocess.Popen[bytes]:
+def spawn(args: list[str], env: dict[str, str], stdout: IO[bytes] | None = None,
+          cwd: str | None = None, lifetime: float = 0.0) -> subprocess.Popen[bytes]:
     """Start `args` as the leader of a new session / process group and remember its pid.
 
     With `lifetime`, coreutils `timeout` wraps the command so it dies by itself even if this
@@ -30,15 +25,9 @@ def spawn(
     timeout_bin = shutil.which("timeout")
     if lifetime > 0 and timeout_bin:
         args = [timeout_bin, "-k", "5", f"{lifetime:.0f}", *args]
-    proc = subprocess.Popen(
-        args,
-        env=env,
-        cwd=cwd,
-        stdin=subprocess.DEVNULL,
-        stdout=stdout or subprocess.DEVNULL,
-        stderr=subprocess.STDOUT,
-        start_new_session=True,
-    )
+    proc = subprocess.Popen(args, env=env, cwd=cwd, stdin=subprocess.DEVNULL,
+                            stdout=stdout or subprocess.DEVNULL, stderr=subprocess.STDOUT,
+                            start_new_session=True)
     _LIVE[proc.pid] = proc
     return proc
 

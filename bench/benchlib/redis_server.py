@@ -43,10 +43,10 @@ def free_port() -> int:
 class Snapshot:
     """Counters of the server at one moment (INFO commandstats, stats and cpu)."""
 
-    calls: int  # commands run, those inside scripts included, harness commands excluded
-    reads: int  # total_reads_processed: one per request (a pipeline or a script call)
-    cpu: float  # used_cpu_user + used_cpu_sys, seconds: all of the server's threads
-    at: float  # time.monotonic() when it was taken
+    calls: int      # commands run, those inside scripts included, harness commands excluded
+    reads: int      # total_reads_processed: one per request (a pipeline or a script call)
+    cpu: float      # used_cpu_user + used_cpu_sys, seconds: all of the server's threads
+    at: float       # time.monotonic() when it was taken
 
 
 @dataclass
@@ -69,27 +69,12 @@ class RedisServer:
         binary = find_binary()
         for _ in range(5):
             self.port = free_port()
-            args = [
-                binary,
-                "--bind",
-                "127.0.0.1",
-                "--port",
-                str(self.port),
-                "--save",
-                "",
-                "--appendonly",
-                "no",
-                "--dir",
-                self.work_dir,
-                "--protected-mode",
-                "yes",
-                "--maxclients",
-                "2000",
-                "--loglevel",
-                "warning",
-            ]
+            args = [binary, "--bind", "127.0.0.1", "--port", str(self.port), "--save", "",
+                    "--appendonly", "no", "--dir", self.work_dir, "--protected-mode", "yes",
+                    "--maxclients", "2000", "--loglevel", "warning"]
             log = open(os.path.join(self.work_dir, "redis.log"), "ab")  # noqa: SIM115
-            self.proc = procs.spawn(args, env=dict(os.environ), stdout=log, lifetime=self.lifetime)
+            self.proc = procs.spawn(args, env=dict(os.environ), stdout=log,
+                                    lifetime=self.lifetime)
             self.client = redis.Redis(host="127.0.0.1", port=self.port, socket_timeout=5)
             for _ in range(100):
                 if self.proc.poll() is not None:
@@ -111,11 +96,8 @@ class RedisServer:
         """Commands, read events and CPU seconds of the server so far, from one INFO call."""
         assert self.client is not None
         info = self.client.info("all")
-        calls = sum(
-            int(v["calls"])
-            for k, v in info.items()
-            if k.startswith("cmdstat_") and k[8:].split("|")[0] not in IGNORED_COMMANDS
-        )
+        calls = sum(int(v["calls"]) for k, v in info.items()
+                    if k.startswith("cmdstat_") and k[8:].split("|")[0] not in IGNORED_COMMANDS)
         cpu = float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
         return Snapshot(calls, int(info["total_reads_processed"]), cpu, time.monotonic())
 

@@ -22,9 +22,8 @@ import time
 from benchlib import procs
 
 
-async def _forward(
-    reader: asyncio.StreamReader, writer: asyncio.StreamWriter, delay: float
-) -> None:
+async def _forward(reader: asyncio.StreamReader, writer: asyncio.StreamWriter,
+                   delay: float) -> None:
     """Copy reader to writer, each chunk no earlier than `delay` seconds after it arrived."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[tuple[float, bytes]] = asyncio.Queue()
@@ -81,7 +80,8 @@ async def _serve(target_host: str, target_port: int, delay: float, port_file: st
 class Relay:
     """Starts the relay subprocess in front of a server; stop() kills it by its pid."""
 
-    def __init__(self, run_dir: str, target_port: int, delay_ms: float, lifetime: float) -> None:
+    def __init__(self, run_dir: str, target_port: int, delay_ms: float,
+                 lifetime: float) -> None:
         self.run_dir, self.target_port, self.delay_ms = run_dir, target_port, delay_ms
         self.lifetime = lifetime
         self.port = 0
@@ -101,20 +101,9 @@ class Relay:
         env = dict(os.environ, PYTHONPATH=os.path.dirname(here))
         log = open(os.path.join(self.run_dir, "relay.log"), "ab")  # noqa: SIM115
         self.proc = procs.spawn(
-            [
-                sys.executable,
-                os.path.abspath(__file__),
-                "--target",
-                f"127.0.0.1:{self.target_port}",
-                "--delay-ms",
-                str(self.delay_ms),
-                "--port-file",
-                port_file,
-            ],
-            env=env,
-            stdout=log,
-            lifetime=self.lifetime,
-        )
+            [sys.executable, os.path.abspath(__file__), "--target",
+             f"127.0.0.1:{self.target_port}", "--delay-ms", str(self.delay_ms),
+             "--port-file", port_file], env=env, stdout=log, lifetime=self.lifetime)
         deadline = time.monotonic() + 10.0
         while time.monotonic() < deadline:
             if os.path.exists(port_file):

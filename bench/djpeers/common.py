@@ -11,8 +11,5 @@ ALLOWED_HOSTS: list[str] = []
 DATABASES = {"default": {"ENGINE": "django.db.backends.sqlite3", "NAME": ":memory:"}}
 DEFAULT_AUTO_FIELD = "django.db.models.BigAutoField"
 REDIS_URL = os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:1/0")
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "root": {"handlers": [], "level": "WARNING"},
-}
+LOGGING = {"version": 1, "disable_existing_loggers": False,
+           "root": {"handlers": [], "level": "WARNING"}}

@@ -25,8 +25,5 @@ DTQ = {
     "REDIS_URL": os.environ.get("BENCH_REDIS_URL", "redis://127.0.0.1:1/0"),
     "KEY_PREFIX": "dtqbench",
 }
-LOGGING = {
-    "version": 1,
-    "disable_existing_loggers": False,
-    "root": {"handlers": [], "level": "WARNING"},
-}
+LOGGING = {"version": 1, "disable_existing_loggers": False,
+           "root": {"handlers": [], "level": "WARNING"}}

@@ -16,19 +16,8 @@ from systems.vtasks import Vtasks
 
 ALL: dict[str, type[System]] = {
     cls.name: cls
-    for cls in (
-        Dtq,
-        Vtasks,
-        TasksRedis,
-        CeleryPrefork,
-        CeleryThreads,
-        Rq,
-        Dramatiq,
-        Huey,
-        Arq,
-        Taskiq,
-        Saq,
-    )
+    for cls in (Dtq, Vtasks, TasksRedis, CeleryPrefork, CeleryThreads, Rq, Dramatiq, Huey, Arq,
+                Taskiq, Saq)
 }
 
 __all__ = ["ALL", "Ctx", "System"]

@@ -68,13 +68,9 @@ class System:
     def env(self, out_dir: str | None = None) -> dict[str, str]:
         """Environment for subprocesses: PYTHONPATH=bench/, Redis URL, output dir."""
         env = dict(os.environ)
-        env.update(
-            PYTHONPATH=self.ctx.bench_dir,
-            BENCH_REDIS_URL=self.ctx.redis_url,
-            BENCH_CONCURRENCY=str(self.ctx.concurrency),
-            PYTHONUNBUFFERED="1",
-            BENCH_OUT=out_dir or self.ctx.run_dir,
-        )
+        env.update(PYTHONPATH=self.ctx.bench_dir, BENCH_REDIS_URL=self.ctx.redis_url,
+                   BENCH_CONCURRENCY=str(self.ctx.concurrency), PYTHONUNBUFFERED="1",
+                   BENCH_OUT=out_dir or self.ctx.run_dir)
         env.update(self.extra_env())
         return env
 
@@ -82,9 +78,8 @@ class System:
         """Run a helper subprocess to completion (killed after `timeout`); (rc, output)."""
         log_path = os.path.join(self.ctx.run_dir, f"{self.name}-{log_name}.log")
         with open(log_path, "wb") as log:
-            proc = procs.spawn(
-                args, env=self.env(), stdout=log, cwd=self.ctx.bench_dir, lifetime=timeout + 10
-            )
+            proc = procs.spawn(args, env=self.env(), stdout=log, cwd=self.ctx.bench_dir,
+                               lifetime=timeout + 10)
             try:
                 rc = proc.wait(timeout=timeout)
             except subprocess.TimeoutExpired:
@@ -98,36 +93,16 @@ class System:
         rc, out = self._run([sys.executable, "-c", f"import {self.workload}"], 60, "check")
         return None if rc == 0 else (out.strip().splitlines() or ["import failed"])[-1]
 
-    def enqueue_many(
-        self,
-        seq0: int,
-        n: int,
-        kind: str = "noop",
-        rate: float = 0.0,
-        timeout: float = 120.0,
-        bulk: int = 0,
-    ) -> dict[str, float]:
+    def enqueue_many(self, seq0: int, n: int, kind: str = "noop", rate: float = 0.0,
+                     timeout: float = 120.0, bulk: int = 0) -> dict[str, float]:
         """Enqueue tasks seq0..seq0+n-1 from one producer process; returns its JSON report.
 
         bulk > 0: through the system's public bulk call, `bulk` tasks per call (only for
         systems with `bulk_api`).
         """
-        args = [
-            sys.executable,
-            os.path.join(self.ctx.bench_dir, "produce.py"),
-            "--app",
-            self.workload,
-            "--seq0",
-            str(seq0),
-            "--n",
-            str(n),
-            "--kind",
-            kind,
-            "--rate",
-            str(rate),
-            "--bulk",
-            str(bulk),
-        ]
+        args = [sys.executable, os.path.join(self.ctx.bench_dir, "produce.py"), "--app",
+                self.workload, "--seq0", str(seq0), "--n", str(n), "--kind", kind,
+                "--rate", str(rate), "--bulk", str(bulk)]
         rc, out = self._run(args, timeout, "produce")
         lines = [ln for ln in out.splitlines() if ln.startswith("{")]
         if rc != 0 or not lines:
@@ -142,15 +117,8 @@ class System:
         self.records = Records(out_dir)
         for i, argv in enumerate(self.worker_commands(processes)):
             log = open(os.path.join(out_dir, f"worker{i}.out"), "wb")  # noqa: SIM115
-            self.workers.append(
-                procs.spawn(
-                    argv,
-                    env=self.env(out_dir),
-                    stdout=log,
-                    cwd=self.ctx.bench_dir,
-                    lifetime=self.ctx.lifetime,
-                )
-            )
+            self.workers.append(procs.spawn(argv, env=self.env(out_dir), stdout=log,
+                                            cwd=self.ctx.bench_dir, lifetime=self.ctx.lifetime))
 
     def wait_drained(self, seqs: range, timeout: float) -> bool:
         """Wait until every task of `seqs` was handled (False on timeout or dead workers)."""

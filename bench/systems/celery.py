@@ -14,31 +14,14 @@ class CeleryPrefork(System):
     package = "celery"
     workload = "workloads.celery_app"
     config = "prefork pool, -c = processes, acks_late=True, default prefetch (4), no results"
-    at_least_once = (
-        "yes-ish: acks_late; unacked messages return only after the Redis "
-        "visibility_timeout (1 h default); kombu restores them on a clean shutdown"
-    )
+    at_least_once = ("yes-ish: acks_late; unacked messages return only after the Redis "
+                     "visibility_timeout (1 h default); kombu restores them on a clean shutdown")
 
     def worker_commands(self, processes: int) -> list[list[str]]:
         """One celery worker whose prefork pool has `processes` children."""
-        return [
-            [
-                os.path.join(self.ctx.bin_dir, "celery"),
-                "-A",
-                self.workload,
-                "worker",
-                "-P",
-                "prefork",
-                "-c",
-                str(processes),
-                "-Q",
-                "bench",
-                "-l",
-                "WARNING",
-                "-n",
-                "prefork@%h",
-            ]
-        ]
+        return [[os.path.join(self.ctx.bin_dir, "celery"), "-A", self.workload, "worker",
+                 "-P", "prefork", "-c", str(processes), "-Q", "bench", "-l", "WARNING",
+                 "-n", "prefork@%h"]]
 
 
 class CeleryThreads(System):
@@ -52,22 +35,6 @@ class CeleryThreads(System):
 
     def worker_commands(self, processes: int) -> list[list[str]]:
         """`processes` independent celery workers with a threads pool each."""
-        return [
-            [
-                os.path.join(self.ctx.bin_dir, "celery"),
-                "-A",
-                self.workload,
-                "worker",
-                "-P",
-                "threads",
-                "-c",
-                str(self.ctx.concurrency),
-                "-Q",
-                "bench",
-                "-l",
-                "WARNING",
-                "-n",
-                f"threads{i}@%h",
-            ]
-            for i in range(processes)
-        ]
+        return [[os.path.join(self.ctx.bin_dir, "celery"), "-A", self.workload, "worker",
+                 "-P", "threads", "-c", str(self.ctx.concurrency), "-Q", "bench",
+                 "-l", "WARNING", "-n", f"threads{i}@%h"] for i in range(processes)]

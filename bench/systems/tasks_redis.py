@@ -14,15 +14,11 @@ class TasksRedis(System):
     name = "django-tasks-redis"
     package = "django-tasks-redis"
     workload = "workloads.tasks_redis_app"
-    config = (
-        "RedisTaskBackend (README options), sync handler, one task at a time per "
-        "`run_redis_tasks --continuous` process"
-    )
-    at_least_once = (
-        "yes: XACK after the result is written; a dead worker's entries are "
-        "XCLAIMed after REDIS_CLAIM_TIMEOUT (300 s), given up after "
-        "REDIS_MAX_DELIVERIES (5) starts"
-    )
+    config = ("RedisTaskBackend (README options), sync handler, one task at a time per "
+              "`run_redis_tasks --continuous` process")
+    at_least_once = ("yes: XACK after the result is written; a dead worker's entries are "
+                     "XCLAIMed after REDIS_CLAIM_TIMEOUT (300 s), given up after "
+                     "REDIS_MAX_DELIVERIES (5) starts")
     scale = 0.25  # one task at a time: about a tenth of the others' rate
 
     def extra_env(self) -> dict[str, str]:
@@ -31,12 +27,5 @@ class TasksRedis(System):
 
     def worker_commands(self, processes: int) -> list[list[str]]:
         """`processes` independent workers."""
-        return [
-            [
-                sys.executable,
-                os.path.join(self.ctx.bench_dir, "manage.py"),
-                "run_redis_tasks",
-                "--continuous",
-            ]
-            for _ in range(processes)
-        ]
+        return [[sys.executable, os.path.join(self.ctx.bench_dir, "manage.py"),
+                 "run_redis_tasks", "--continuous"] for _ in range(processes)]
