@@ -90,7 +90,7 @@ def claim_one(env: Env, worker: str) -> Attempt:
         env.client.xgroup_create(stream, GROUP, "0", mkstream=True)
     [(_, [(eid, fields)])] = env.client.xreadgroup(GROUP, worker, {stream: ">"})
     refs = [layout.TaskRef(fields["t"], "tests")]
-    keys, argv = layout.build(env.keys, ["tests"], refs)
+    keys, argv = layout.build(env.keys, ["tests"], refs, layout=layout.of("claim"))
     row = Scripts.of(get_client()).claim(keys=keys, args=[*argv, worker, 3000, 1, 1, eid])
     att = attempt_of(tasks.record, "x")
     att.id, att.entry, att.attempt = row[0], row[1], int(row[6])

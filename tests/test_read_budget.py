@@ -56,7 +56,7 @@ def finish_bulk(queue: str, n: int, outcome: str, batch: int = 1000) -> None:
     for _ in range(0, n, batch):
         claimed = claim_by_hand(queue, batch, worker="bulk")
         refs = [layout.TaskRef(c["id"], queue, c["idem"]) for c in claimed]
-        k, argv = layout.build(keys(), [queue], refs)
+        k, argv = layout.build(keys(), [queue], refs, layout=layout.of("finalize"))
         args: list[Any] = []
         for c in claimed:
             history = codec.dumps({"attempt": c["attempt"], "outcome": outcome})

@@ -20,7 +20,7 @@ def finalize_twice(claimed: dict[str, Any], workflow_id: str, result: Any) -> li
     """Send one finalize call of a member twice (a resend after a lost reply)."""
     scripts = Scripts.of(get_client())
     ref = layout.TaskRef(claimed["id"], "tests", claimed["idem"])
-    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id])
+    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id], layout=layout.of("finalize"))
     history = codec.dumps({"attempt": claimed["attempt"], "outcome": "success"})
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], "success"]
     args += [codec.dumps(result), history, 0]
