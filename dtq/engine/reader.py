@@ -1,4 +1,4 @@
-"""The worker's reads: a batch read by read.lua, or one blocking group read when idle."""
+"""The worker's reader: batch reads by read.lua, one blocking group read when idle, claims."""
 
 from __future__ import annotations
 
@@ -9,31 +9,37 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import gateway
-from dtq.engine.direct import pack
-from dtq.engine.keys import GROUP
+from dtq.engine import clock, gateway
+from dtq.engine.direct import AsyncCaller, pack
+from dtq.engine.executor import Attempt, start_by
+from dtq.engine.keys import BANDS, GROUP, Keys
 
 
-class ReadingMixin:
-    """Reading entries for a Worker (see worker.py for the state)."""
+class Reader:
+    """Reads and claims entries for one worker; owns the read connections and the stream map."""
 
-    # Set by Worker.__init__ / Worker.main.
-    worker_id: str
-    queues: list[str]
-    keys: Any
-    stopping: bool
-    _client: Any
-    _fetcher: Any
-    _blocker: Any
-    _blocked_id: int | None
-    _unblocking: asyncio.Task[None] | None
-    _stream_blocks: dict[str, tuple[int, int]]
+    def __init__(self, client: Any, keys: Keys, queues: list[str], worker_id: str) -> None:
+        self._client = client
+        self._keys = keys
+        self._queues = queues
+        self._worker_id = worker_id
+        self._caller = AsyncCaller(client)  # read.lua and claim.lua
+        self._blocker = AsyncCaller(client)  # the blocking group read
+        self._stream_blocks = {
+            keys.stream(queue, band): (qi, band)
+            for qi, queue in enumerate(queues, 1)
+            for band in BANDS
+        }
+        self._stopping = False
+        self._blocked_id: int | None = None  # our client id while blocked in a read
+        self._unblocking: asyncio.Task[None] | None = None
+        self.unclaimed: list[gateway.Entry] = []  # read entries whose claim failed: sent again
 
-    async def _read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
+    async def read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
         """Read up to capacity entries in priority order; also return the streams to watch."""
-        return await gateway.read(self._fetcher, self.keys, self.queues, self.worker_id, capacity)
+        return await gateway.read(self._caller, self._keys, self._queues, self._worker_id, capacity)
 
-    async def _wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:
+    async def wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
 
         Reading in the group hands an arriving entry to one idle worker only, and saves
@@ -43,14 +49,14 @@ class ReadingMixin:
         streams = watch
         block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
         read = pack(
-            *("XREADGROUP", "GROUP", GROUP, self.worker_id, "COUNT", capacity, "BLOCK", block_ms),
+            *("XREADGROUP", "GROUP", GROUP, self._worker_id, "COUNT", capacity, "BLOCK", block_ms),
             *("STREAMS", *streams, *([">"] * len(streams))),
         )
         conn = await self._blocker.connection()
         try:
             await conn.send_packed_command([pack("CLIENT", "ID"), read])
             self._blocked_id = await conn.read_response()
-            if self.stopping:
+            if self._stopping:
                 self._unblock()
             reply = await conn.read_response()
         except BaseException:
@@ -59,6 +65,37 @@ class ReadingMixin:
         finally:
             self._blocked_id = None
         return self._entries(reply or [])
+
+    async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
+        """Claim read entries with claim.lua; keep them for the next claim if the call fails."""
+        lease = dtq_settings.lease_timeout
+        sent = clock.now()  # before the call: Redis starts the lease later than this
+        try:
+            attempts = await gateway.claim(
+                self._caller, self._keys, self._queues, entries, self._worker_id, int(lease * 1000)
+            )
+        except RedisError:  # the entries sit in our pending list, where no read finds them
+            self.unclaimed = entries
+            raise
+        for att in attempts:
+            att.lease_until = start_by(sent, lease)
+        return attempts
+
+    async def claim_unclaimed(self) -> list[Attempt]:
+        """Claim again the entries whose last claim failed."""
+        entries, self.unclaimed = self.unclaimed, []
+        return await self.claim(entries)
+
+    def stop(self) -> None:
+        """End a blocking read now, and any that starts from here on."""
+        self._stopping = True
+        if self._blocked_id is not None:
+            self._unblock()
+
+    async def aclose(self) -> None:
+        """Give back the read connections."""
+        await self._caller.aclose()
+        await self._blocker.aclose()
 
     def _unblock(self) -> None:
         """End the blocking read with CLIENT UNBLOCK (the read then returns nothing)."""
