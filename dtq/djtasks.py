@@ -6,6 +6,7 @@ dtq.backends re-exports the public names; import them from there.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import sys
 import threading
@@ -35,6 +36,7 @@ from dtq.djjson import to_json
 from dtq.engine import codec, errors, ids, records
 from dtq.engine.errors import PermanentError
 from dtq.engine.firing import slot_of
+from dtq.engine.progress import check
 from dtq.engine.state import TaskState
 
 log = logging.getLogger("dtq.backends")
@@ -156,15 +158,29 @@ class DtqTaskResult(TaskResult):  # type: ignore[misc]  # the stubs miss frozen=
 
 @dataclass(frozen=True, slots=True, kw_only=True)
 class DtqTaskContext(TaskContext):  # type: ignore[misc]  # the stubs miss frozen=True
-    """The django TaskContext a dtq worker passes, plus cooperative cancellation."""
+    """The django TaskContext a dtq worker passes, plus cancellation and progress reports."""
 
     cancel: threading.Event | None = field(default=None, repr=False, compare=False)
     scheduled_at: datetime | None = None  # the slot of a periodic firing (dtq.periodic)
+    # The worker's dtq.TaskContext of this attempt: progress goes through its reporter.
+    _dtq_context: Any = field(default=None, repr=False, compare=False)
 
     @property
     def cancel_requested(self) -> bool:
         """Return True once an operator asked for this task to be cancelled."""
         return self.cancel is not None and self.cancel.is_set()
+
+    def progress(self, fraction: float, message: str = "") -> None:
+        """Report how far this attempt got (0..1) on the task record, at a bounded rate."""
+        if self._dtq_context is None:
+            check(fraction, message)  # a context made outside a worker stores nothing
+            return
+        self._dtq_context.progress(fraction, message)
+
+    async def aprogress(self, fraction: float, message: str = "") -> None:
+        """Report progress from async code (the write runs off the event loop)."""
+        check(fraction, message)  # a bad value raises here, in the caller's task
+        await asyncio.to_thread(self.progress, fraction, message)
 
 
 # ----- errors: classes resolved without importing anything ---------------------------------
@@ -391,7 +407,12 @@ class DjangoTaskEntry:
         self._send(task_started, result)
         if not self.takes_context:
             return context
-        return DtqTaskContext(task_result=result, cancel=att.cancel, scheduled_at=slot_of(att.idem))
+        return DtqTaskContext(
+            task_result=result,
+            cancel=att.cancel,
+            scheduled_at=slot_of(att.idem),
+            _dtq_context=context,
+        )
 
     def finished(self, att: Any, worker_id: str, outcome: Any, state: str) -> None:
         """Send task_finished when finalize.lua ended the task (state: what it decided).

@@ -82,6 +82,15 @@ def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
     return done
 
 
+def fail_by_hand(count: int, queue: str = "tests") -> list[str]:
+    """Claim and permanently fail `count` queued tasks as with DLQ_ENABLED off (FAILED)."""
+    done = []
+    for claimed in claim_by_hand(queue, count):
+        assert finalize_by_hand(claimed, "fail", queue=queue, use_dlq=False) == 1
+        done.append(claimed["id"])
+    return done
+
+
 def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
     """Return lifecycle events, oldest first, filtered by type and task."""
     rows = events_of.decode(client.xrange(keys().events))

@@ -13,7 +13,7 @@ from django.urls import reverse
 from dtq.engine import events, records
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
-from tests.ops_support import claim_by_hand, dead_letter_by_hand, finalize_by_hand
+from tests.ops_support import claim_by_hand, dead_letter_by_hand, fail_by_hand, finalize_by_hand
 from tests.testapp import tasks
 
 # Audit rows are committed on a connection of their own, outside the test's transaction.
@@ -411,3 +411,28 @@ def test_edit_a_dead_lettered_task_and_replay_it(dtq_env, operator):
     assert row.parameters["edit"]["before"]["args"] == [1]
     assert row.parameters["edit"]["after"]["args"] == [9]
     assert operator.get(url("task_edit", task_id)).status_code == 404  # no longer dead
+
+
+def test_edit_a_failed_task_and_retry_it(dtq_env, operator):
+    task_id = tasks.record.enqueue(1).id
+    assert fail_by_hand(1) == [task_id]  # FAILED: no DLQ entry
+    page = text(operator.get(url("task", task_id)))
+    assert 'id="dtq-retry-link"' in page and url("task_edit", task_id) in page
+    form = text(operator.get(url("task_edit", task_id)))
+    assert "[1]" in form and "Retry with these values" in form
+    bad = operator.post(url("task_edit", task_id), {"args": "[1, 2]"}, follow=True)
+    assert "Not retried" in text(bad) and records.get_task(task_id)["state"] == "FAILED"
+    ok = operator.post(url("task_edit", task_id), {"args": "[9]", "priority": "50"}, follow=True)
+    assert "Edited and retried (retried)." in text(ok)
+    record = records.get_task(task_id)
+    assert record["state"] == "QUEUED" and record["payload"]["args"] == [9]
+    assert "retried by an operator" in text(ok)  # the timeline
+    row = AuditEntry.objects.get(outcome="ok")
+    assert (row.action, row.parameters["state"]) == ("replay", "FAILED")
+    assert row.parameters["edit"]["after"] == {
+        "args": [9],
+        "kwargs": {},
+        "queue": "tests",
+        "priority": 50,
+    }
+    assert operator.get(url("task_edit", task_id)).status_code == 404  # queued again

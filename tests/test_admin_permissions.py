@@ -9,7 +9,7 @@ from django.urls import reverse
 
 from dtq.engine import records
 from dtq.models import AuditEntry
-from tests.ops_support import dead_letter_by_hand
+from tests.ops_support import dead_letter_by_hand, fail_by_hand
 from tests.testapp import tasks
 
 # Audit rows are committed on a connection of their own, outside the test's transaction.
@@ -48,7 +48,9 @@ def world(dtq_env) -> dict[str, str]:
     queued = tasks.record.enqueue().id
     dead = tasks.poison.using(queue_name="dead").enqueue().id
     assert dead_letter_by_hand(1, "dead") == [dead]
-    return {"queued": queued, "dead": dead}
+    failed = tasks.record.using(queue_name="other").enqueue().id
+    assert fail_by_hand(1, "other") == [failed]
+    return {"queued": queued, "dead": dead, "failed": failed}
 
 
 def pages(world: dict[str, str]) -> dict[str, str]:
@@ -75,6 +77,7 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
         "discard": ("discard", url("dlq_action"), {**dlq, "action": "discard"}),
         "dlq_purge": ("purge", url("dlq_purge"), {"queue": "dead", "reason": "r"}),
         "edit": ("replay", url("task_edit", world["dead"]), {"args": "[]"}),
+        "retry": ("replay", url("task_edit", world["failed"]), {"args": "[]"}),
         "run": ("submit", url("run"), {"task": tasks.record.name}),
     }
 
@@ -83,6 +86,7 @@ def untouched(world: dict[str, str]) -> bool:
     """True when no action has changed anything."""
     return (
         records.get_task(world["queued"])["state"] == "QUEUED"
+        and records.get_task(world["failed"])["state"] == "FAILED"
         and not records.queue_overview("tests")["paused"]
         and records.dlq_entries("dead")["total"] == 1
         and not AuditEntry.objects.exists()

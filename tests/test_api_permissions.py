@@ -30,6 +30,7 @@ ENDPOINTS = [
     ("submit", "GET", "/api/tasks/catalogue/", None),
     ("submit", "POST", "/api/tasks/run/", {"task": RECORD}),
     ("replay", "POST", f"/api/dlq/{TASK}/edit/", {"args": [1]}),
+    ("replay", "POST", f"/api/tasks/{TASK}/retry/", {"args": [1]}),
     ("cancel", "POST", f"/api/tasks/{TASK}/cancel/", {}),
     ("replay", "POST", f"/api/dlq/{TASK}/replay/", {}),
     ("replay", "POST", "/api/dlq/replay/", {"queue": "tests"}),

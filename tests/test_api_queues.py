@@ -105,3 +105,17 @@ def test_purge_cancels_waiting_tasks_and_is_audited(client):
     row = AuditEntry.objects.get()
     assert (row.action, row.reason, row.affected, row.outcome) == ("purge", "bad batch", 2, "ok")
     assert row.actor == client.user
+
+
+def test_queues_show_wait_and_run_percentiles(client, dtq_env):
+    empty = {"p50": None, "p95": None, "count": 0}
+    submit(client)
+    listed = client.get("/api/queues/").json()["results"][0]
+    assert listed["percentiles"] == {"wait": empty, "run": empty}
+    for _ in range(3):
+        submit(client)
+    dtq_env.worker("--burst").wait(30)
+    detail = client.get("/api/queues/tests/").json()["percentiles"]
+    assert detail["wait"]["count"] == detail["run"]["count"] == 4
+    for kind in ("wait", "run"):
+        assert 0 <= detail[kind]["p50"] <= detail[kind]["p95"] <= 300

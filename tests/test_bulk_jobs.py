@@ -51,18 +51,16 @@ def test_retry_by_query_replays_what_the_dry_run_counted_in_one_audit_row(dtq_en
     assert row.parameters["count"] == 3 and row.parameters["done"] == 3
 
 
-def test_failed_tasks_without_a_dlq_entry_are_reported_as_not_supported(dtq_env):
+def test_failed_tasks_without_a_dlq_entry_are_retried_from_their_records(dtq_env):
     failed = tasks.record.enqueue().id
     (claimed,) = claim_by_hand()
     assert finalize_by_hand(claimed, "fail", use_dlq=False) == 1
     assert state(failed) == dtq.TaskState.FAILED
     (dead,) = (tasks.record.enqueue().id, *dead_letter_by_hand(1))[1:]
     plan = bulk_jobs.plan("retry", query="")
-    assert plan.count == 1
-    (why,) = plan.skipped
-    assert "FAILED task without a DLQ entry is not supported yet" in why
-    assert plan.skipped[why] == 1
-    assert run(plan)["done"] == 1 and state(dead) == dtq.TaskState.QUEUED
+    assert (plan.count, plan.skipped) == (2, {})
+    assert run(plan)["done"] == 2
+    assert state(dead) == state(failed) == dtq.TaskState.QUEUED
 
 
 def test_cancel_ticked_rows_skips_finished_ones(dtq_env):
@@ -129,7 +127,7 @@ def test_a_dry_run_stays_within_the_read_budget_and_says_more(dtq_env, settings)
     assert AuditEntry.objects.filter(outcome="ok").count() == AuditEntry.objects.count()
 
 
-def test_only_a_retry_explains_failed_tasks(dtq_env):
+def test_a_discard_leaves_failed_tasks_out(dtq_env):
     tasks.record.enqueue()
     (claimed,) = claim_by_hand()
     finalize_by_hand(claimed, "fail", use_dlq=False)

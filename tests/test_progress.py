@@ -105,3 +105,25 @@ def test_a_real_worker_stores_progress_and_the_api_shows_it(dtq_env: Any, api: A
         assert [r["attempt"] for r in body["attempt_runs"]] == [1]
     listed = api.client("view").get("/api/tasks/", {"q": "task:tests.testapp.tasks.steps"}).json()
     assert listed["results"][0]["progress"]["fraction"] == 1.0
+
+
+def test_a_django_tasks_context_reports_progress_at_the_same_bounded_rate(dtq_env: Any) -> None:
+    sync = tasks.dj_steps.enqueue(20)
+    asyn = tasks.dj_asteps.enqueue(20)
+    dtq_env.worker("--burst").wait(30)
+    for result, message in ((sync, "dj step 20 of 20"), (asyn, "dj async step 20")):
+        wait_for(lambda r=result: (stored(r.id) or {}).get("fraction") == 1.0, timeout=5)
+        assert stored(result.id)["message"] == message  # type: ignore[index]
+        assert records.get_task(result.id)["state"] == "SUCCEEDED"  # type: ignore[index]
+        # 20 reports in a row: the first is written at once, the last one INTERVAL later.
+        fractions = [e["progress"]["fraction"] for e in progress_events(result.id)]
+        assert fractions == [0.05, 1.0]
+
+
+def test_a_django_tasks_context_refuses_a_bad_value() -> None:
+    from dtq.djtasks import DtqTaskContext
+
+    context = DtqTaskContext(task_result=None)
+    context.progress(0.5, "outside a worker: checked, not stored")
+    with pytest.raises(ValueError, match=r"in 0\.\.1"):
+        context.progress(2, "")

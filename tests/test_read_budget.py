@@ -110,6 +110,7 @@ def _api_paths(big: dict[str, Any]) -> list[str]:
         f"/api/tasks/?limit=1000&queue={HOT}&created_after=2001-01-01T00:00:00Z&task=nope",
         "/api/tasks/?limit=1000&cursor=99999999999999:" + hot,
         "/api/tasks/?limit=1000&q=args.0%3D42",
+        "/api/tasks/?limit=1000&q=state%3AFAILED+kwargs.user_id%3D42",
         "/api/tasks/?limit=1000&q=error%3Abulk+kwargs~x+worker%3Abusy+attempt%3E%3D1",
         f"/api/tasks/?limit=1000&q=queue%3A{HOT}+started%3E-1h+finished%3C-0s",
         f"/api/tasks/{hot}/",
@@ -119,6 +120,7 @@ def _api_paths(big: dict[str, Any]) -> list[str]:
         f"/api/dlq/?limit=1000&queue={DEAD}",
         f"/api/dlq/{dead}/",
         "/api/workers/",
+        "/api/workers/w000/",
         "/api/ready/",
         "/metrics",
         "/metrics?after=q100",
@@ -140,6 +142,9 @@ def _admin_paths(big: dict[str, Any]) -> list[str]:
         admin("tasks") + "?q=error%3Abulk+state%3ADEAD_LETTERED",
         admin("run"),
         admin("task", big["hot_task"]),
+        admin("task_edit", big["dead_task"]),
+        admin("workers"),
+        admin("worker", "w000"),
         admin("dlq") + f"?queue={DEAD}",
         admin("dlq") + f"?queue={DEAD}&name=nope",
     ]
@@ -149,7 +154,7 @@ def test_no_read_request_costs_more_than_2000_commands(big, api, dtq_env):  # no
     client = dtq_env.client
     viewer = api.client("view")
     staff = User.objects.create(username="viewer", is_staff=True)
-    staff.user_permissions.set(api.user("view", "submit").user_permissions.all())
+    staff.user_permissions.set(api.user("view", "submit", "replay").user_permissions.all())
     admin_client = Client()
     admin_client.force_login(staff)
     costs: dict[str, int] = {}

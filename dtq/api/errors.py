@@ -142,6 +142,9 @@ def from_engine(exc: engine.DtqError) -> ApiError:
             return NotFound(message, code="task_not_found")
         case engine.NotInDeadLetterQueue():
             return NotFound(message, code="not_in_dlq", details={"task_id": exc.task_id})
+        case engine.NotRetryable():
+            details = {"task_id": exc.task_id, "state": exc.state}
+            return Conflict(message, code="not_retryable", details=details)
         case engine.TaskAlreadyFinished():
             details = {"task_id": exc.task_id, "state": exc.state}
             return Conflict(message, code="task_finished", details=details)

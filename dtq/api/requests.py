@@ -199,7 +199,7 @@ class AuditQuery(PageQuery):
 
 
 class EditReplayRequest(ReasonRequest):
-    """New values for a dead-lettered task's replay; a field left out keeps its value."""
+    """New values for a failed task's replay or retry; a field left out keeps its value."""
 
     args = serializers.ListField(child=serializers.JSONField(), required=False)
     kwargs = serializers.DictField(child=serializers.JSONField(), required=False)

@@ -8,6 +8,7 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from dtq.api.fields import EpochField, ObjectField
+from dtq.engine.records import trends
 from dtq.engine.records.tasks import durations
 from dtq.engine.state import TaskState
 
@@ -162,6 +163,19 @@ class ActionResult(serializers.Serializer):
     outcome = serializers.CharField()
 
 
+class Percentiles(serializers.Serializer):
+    """Quantiles of one latency, interpolated from the queue's histogram (as /metrics has it)."""
+
+    p50 = serializers.FloatField(allow_null=True, help_text="seconds; null before any task")
+    p95 = serializers.FloatField(allow_null=True, help_text="seconds; null before any task")
+    count = serializers.IntegerField(help_text="observations in the histogram")
+
+
+class QueuePercentiles(serializers.Serializer):
+    wait = Percentiles(help_text="from entering the queue to the start of an attempt")
+    run = Percentiles(help_text="from the start of an attempt to its end")
+
+
 class QueueSummary(serializers.Serializer):
     """A queue at a glance (per-band lists: index 0 high, 1 normal, 2 low)."""
 
@@ -177,6 +191,12 @@ class QueueSummary(serializers.Serializer):
     dlq = serializers.IntegerField()
     counters = serializers.DictField(child=serializers.IntegerField())
     oldest_waiting_age = serializers.FloatField(allow_null=True)
+    percentiles = QueuePercentiles(source="latency")
+
+    def to_representation(self, instance: Any) -> Any:
+        row = dict(instance)
+        row["latency"] = trends.percentiles(instance["latency"])
+        return super().to_representation(row)
 
 
 class QueueList(serializers.Serializer):

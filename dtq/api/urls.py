@@ -45,6 +45,7 @@ urlpatterns = [
     path("tasks/run/", run.TaskRun.as_view(), name="task-run"),
     path(f"tasks/{TASK_ID}/", tasks.TaskDetailView.as_view(), name="task-detail"),
     path(f"tasks/{TASK_ID}/cancel/", tasks.TaskCancel.as_view(), name="task-cancel"),
+    path(f"tasks/{TASK_ID}/retry/", edit.TaskRetry.as_view(), name="task-retry"),
     path("queues/", queues.QueueCollection.as_view(), name="queue-list"),
     path("queues/<str:name>/", queues.QueueDetailView.as_view(), name="queue-detail"),
     path("queues/<str:name>/pause/", queues.QueuePause.as_view(), name="queue-pause"),

@@ -5,7 +5,8 @@ plan() picks the tasks a bulk action would touch, from ticked ids or a search qu
 runs the job in a daemon thread of this process, batch by batch, under ONE audit row that
 names the filter, the count and the outcome; progress() reads the job's hash. The snapshot of
 ids makes the count shown before the action the set the action works on: tasks that changed
-state meanwhile are counted as skipped, never acted on twice.
+state meanwhile are counted as skipped, never acted on twice. A retry replays dead-lettered
+tasks from their DLQ entries and retries FAILED ones (which have none) from their records.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from typing import Any
 from django.db import connections
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, ops
+from dtq.engine import failed, ids, ops
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BATCH, DISCARDED, discard_entries, replay_entries
@@ -37,17 +38,13 @@ MIN_PAGE_COST = 10  # read-budget commands below which another search page is no
 
 # action -> (audit action, the states it acts on)
 ACTIONS: dict[str, tuple[str, tuple[TaskState, ...]]] = {
-    "retry": ("replay", (TaskState.DEAD_LETTERED,)),
+    "retry": ("replay", (TaskState.DEAD_LETTERED, TaskState.FAILED)),
     "cancel": (
         "cancel",
         (TaskState.PENDING, TaskState.QUEUED, TaskState.RETRYING, TaskState.RUNNING),
     ),
     "replay": ("replay", (TaskState.DEAD_LETTERED,)),
     "discard": ("discard", (TaskState.DEAD_LETTERED,)),
-}
-UNSUPPORTED = {
-    TaskState.FAILED: "retrying a FAILED task without a DLQ entry is not supported yet "
-    "(only dead-lettered tasks can be retried)",
 }
 
 
@@ -59,7 +56,7 @@ class Plan:
     action: str
     count: int
     more: bool  # stopped at BULK_REQUEST_LIMIT or at the search's page bound: run again after
-    skipped: dict[str, int]  # matching tasks left out, by why (e.g. FAILED is not retryable)
+    skipped: dict[str, int]  # matching tasks left out, by why (e.g. "state SUCCEEDED")
 
 
 def _keys() -> Keys:
@@ -121,8 +118,6 @@ def _eligible(record: dict[str, Any], action: str, skipped: dict[str, int]) -> b
     if state in ACTIONS[action][1]:
         return True
     why = f"state {state}"
-    if action == "retry":  # say why FAILED ones are left out
-        why = UNSUPPORTED.get(state, why)
     skipped[why] = skipped.get(why, 0) + 1
     return False
 
@@ -154,9 +149,8 @@ def _from_query(
     except ValueError as exc:  # QueryError is one
         raise InvalidOperation(f"bad query: {exc}") from None
     parsed.narrow(state=narrow.get("state"), name=narrow.get("task"))
-    if not parsed.states:  # read only the indexes the action can act on (and FAILED, to say why)
-        extra = [TaskState.FAILED] if action == "retry" else []
-        parsed.states = [str(s) for s in (*states, *extra)]
+    if not parsed.states:  # read only the indexes the action can act on
+        parsed.states = [str(s) for s in states]
     chosen: list[str] = []
     cursor: str | None = None
     # The whole dry run reads within one read budget (the request's, when there is one): a
@@ -267,12 +261,17 @@ def _batch(action: str, task_ids: list[str], reason: str, report: Report) -> int
     """Act on one batch; return how many tasks were acted on (others changed meanwhile)."""
     if action == "cancel":
         return sum(_cancel_one(t, reason, report) for t in task_ids)
+    ok = 0
+    if action == "retry":
+        found = failed.find(task_ids)
+        ok += _retry_failed(found)
+        done = {t.id for t in found}
+        task_ids = [t for t in task_ids if t not in done]
     by_queue: dict[str, list[Any]] = {}
     for task_id in task_ids:
         entry = find_dlq_entry(task_id)
         if entry is not None:
             by_queue.setdefault(entry["queue"], []).append(entry)
-    ok = 0
     for queue, entries in by_queue.items():
         if action == "discard":
             replies = discard_entries(queue, entries, reason or "discarded in bulk")
@@ -281,6 +280,15 @@ def _batch(action: str, task_ids: list[str], reason: str, report: Report) -> int
             replies = replay_entries(queue, entries)
             ok += sum(r in ops.REPLAY_OK for r in replies)
     return ok
+
+
+def _retry_failed(found: list[failed.FailedTask]) -> int:
+    """Retry FAILED tasks (no DLQ entry), one script call per queue; count the retried."""
+    by_queue: dict[str, list[failed.FailedTask]] = {}
+    for task in found:
+        by_queue.setdefault(task.queue, []).append(task)
+    replies = [r for queue, batch in by_queue.items() for r in failed.retry(queue, batch)]
+    return sum(r in failed.RETRY_OK for r in replies)
 
 
 def _cancel_one(task_id: str, reason: str, report: Report) -> int:

@@ -1,8 +1,9 @@
-"""Edit and replay: correct a dead-lettered task's arguments, queue or priority, then replay it.
+"""Edit and replay: correct a failed task's arguments, queue or priority, then run it again.
 
-The edit and the replay are one replay.lua call (the record is rewritten just before its new
-delivery, in the same script), and one audit row ('replay') records what changed, before and
-after.
+A dead-lettered task is replayed from its DLQ entry (replay.lua); a FAILED one, which has no
+entry, is retried from its record (retry_failed.lua). Either way the edit and the new delivery
+are one script call (the record is rewritten just before it is delivered), and one audit row
+('replay') records what changed, before and after.
 """
 
 from __future__ import annotations
@@ -11,15 +12,16 @@ import inspect
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, ids, records, registry
+from dtq.engine import codec, failed, ids, records, registry
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
 from dtq.engine.dlq import REPLAYED, replay_entries
-from dtq.engine.errors import InvalidTaskError, NotInDeadLetterQueue
+from dtq.engine.errors import InvalidTaskError, NotInDeadLetterQueue, NotRetryable, TaskNotFound
 from dtq.engine.keys import band_of, check_queue_name
 
 _UNSET: Any = object()
 REPLAY_OK = REPLAYED
+_CHANGED = "task {} changed while being retried (retried meanwhile?): not retried"
 
 
 def check_arguments(task: Any, args: Any, kwargs: Any) -> None:
@@ -93,8 +95,49 @@ def edit_and_replay(
         return status
 
 
+def edit_and_retry(
+    task_id: str,
+    *,
+    actor: Actor,
+    args: Any = _UNSET,
+    kwargs: Any = _UNSET,
+    queue: Any = _UNSET,
+    priority: Any = _UNSET,
+    reason: str = "",
+) -> str:
+    """Retry a FAILED task (it has no DLQ entry) with new arguments, queue or priority.
+
+    Checked as edit_and_replay checks, before Redis changes; with no changes it is a plain
+    retry. Attempts restart at 1 and the history is kept. Returns 'retried'.
+    """
+    if not ids.is_valid(task_id):
+        raise TaskNotFound(f"invalid task id {task_id[:40]!r}")
+    changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
+    params = {"state": "FAILED"}
+    with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
+        found = failed.find([task_id])  # read first: its finished_at fences the script call
+        record = records.get_task(task_id)
+        if record is None:
+            raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
+        if record["state"] != "FAILED":
+            raise NotRetryable(task_id, str(record["state"]))
+        if not found:
+            raise NotRetryable(task_id, "FAILED", _CHANGED.format(task_id))
+        report.queue = record["queue"]
+        before, after = _edit(record, changes)
+        report.parameters["edit"] = {"before": before, "after": after}
+        edit = _checked(record["name"], after)
+        to_queue = after["queue"] if after["queue"] != record["queue"] else None
+        status = failed.retry(found[0].queue, found, to_queue, [edit])[0]
+        if status not in failed.RETRY_OK:
+            raise NotRetryable(task_id, "FAILED", _CHANGED.format(task_id))
+        report.affected = 1
+        report.parameters["outcome"] = status
+        return status
+
+
 def _checked(name: str, after: dict[str, Any]) -> str:
-    """Validate the edited fields; return replay.lua's edit JSON."""
+    """Validate the edited fields; return the edit JSON of replay.lua and retry_failed.lua."""
     task = registry.get(name)
     if task is None:
         raise InvalidTaskError(f"no task named {name!r} is registered here: nothing to check")

@@ -140,6 +140,16 @@ class NotInDeadLetterQueue(DtqError):
         self.task_id = task_id
 
 
+class NotRetryable(DtqError):
+    """Raised when a task to retry is not FAILED (still live, succeeded, or dead-lettered)."""
+
+    def __init__(self, task_id: str, state: str, message: str = "") -> None:
+        hint = ": replay its DLQ entry instead" if state == "DEAD_LETTERED" else ""
+        super().__init__(message or f"task {task_id} is {state}, not FAILED{hint}")
+        self.task_id = task_id
+        self.state = state
+
+
 class InvalidOperation(DtqError):
     """Raised when an operator action's arguments are invalid (bad queue name, bad filter)."""
 

@@ -341,6 +341,25 @@ def replay(
     return [str(v) for v in _call(client, "replay", _build(keys, queues, refs, *args))]
 
 
+def retry_failed(
+    client: Any,
+    keys: Keys,
+    queues: list[str],
+    refs: Sequence[TaskRef],
+    target: int,
+    fences: Sequence[str],
+    edits: Sequence[str],
+) -> list[str]:
+    """Retry FAILED tasks of queues[0] onto queue block `target`; one status per task.
+
+    fences: each record's finished_at as read (the failure retried); edits: '' for none.
+    """
+    args: list[Any] = [1, target]
+    for fence, edit in zip(fences, edits, strict=True):
+        args += [fence, edit]
+    return [str(v) for v in _call(client, "retry_failed", _build(keys, queues, refs, *args))]
+
+
 def discard(
     client: Any,
     keys: Keys,

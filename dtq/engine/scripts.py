@@ -28,6 +28,7 @@ NAMES = (
     "forget_queue",
     "pause",
     "replay",
+    "retry_failed",
     "discard",
     "purge",
     "dlq_trim",

@@ -1,4 +1,4 @@
-"""Admin forms that start work: run a task by hand, edit a dead-lettered task and replay it."""
+"""Admin forms that start work: run a task by hand, edit a failed task and run it again."""
 
 from __future__ import annotations
 
@@ -12,10 +12,16 @@ from django.template.response import TemplateResponse
 
 from dtq.engine import records
 from dtq.engine.declared import declared
-from dtq.engine.edit import edit_and_replay
+from dtq.engine.edit import edit_and_replay, edit_and_retry
 from dtq.engine.errors import DtqError
 from dtq.engine.manual import catalogue, run_by_hand
 from dtq.views.common import actor, admin_url, page_context, reason_param, require
+
+# state -> (engine function, its verb, the verb's past tense) of the edit form
+RERUN: dict[str, tuple[Any, str, str]] = {
+    "DEAD_LETTERED": (edit_and_replay, "replay", "replayed"),
+    "FAILED": (edit_and_retry, "retry", "retried"),
+}
 
 
 class FormError(ValueError):
@@ -84,26 +90,30 @@ def run_form(request: HttpRequest, site: AdminSite) -> HttpResponse:
 
 @require("replay")
 def task_edit(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResponse:
-    """Show a dead-lettered task's arguments, queue and priority to edit; on POST, replay it."""
+    """Show a failed task's arguments, queue and priority to edit; on POST, run it again.
+
+    A dead-lettered task is replayed from its DLQ entry, a FAILED one retried from its record.
+    """
     record = records.get_task(task_id)
-    if record is None or record.get("state") != "DEAD_LETTERED":
-        raise Http404("no dead-lettered task with this id")
+    if record is None or record.get("state") not in RERUN:
+        raise Http404("no dead-lettered or FAILED task with this id")
     payload = record["payload"] if isinstance(record.get("payload"), dict) else {}
+    rerun, verb, done = RERUN[record["state"]]
     if request.method == "POST":
         try:
-            status = edit_and_replay(
+            status = rerun(
                 task_id,
                 actor=actor(request),
                 args=_json(request, "args", list, []),
                 kwargs=_json(request, "kwargs", dict, {}),
                 queue=request.POST.get("queue") or record["queue"],
                 priority=_or(_number(request, "priority", int), record.get("priority") or 0),
-                reason=reason_param(request) or "edited and replayed from the admin",
+                reason=reason_param(request) or f"edited and {done} from the admin",
             )
         except (FormError, DtqError) as exc:
-            messages.error(request, f"Not replayed: {exc}")
+            messages.error(request, f"Not {done}: {exc}")
         else:
-            messages.success(request, f"Edited and replayed ({status}).")
+            messages.success(request, f"Edited and {done} ({status}).")
             return HttpResponseRedirect(admin_url("task", task_id))
     initial = {
         "args": request.POST.get("args") or json.dumps(payload.get("args", [])),
@@ -114,10 +124,11 @@ def task_edit(request: HttpRequest, site: AdminSite, task_id: str) -> HttpRespon
     context = page_context(
         request,
         site,
-        f"Edit and replay {task_id}",
-        tab="dlq",
+        f"Edit and {verb} {task_id}",
+        tab="dlq" if record["state"] == "DEAD_LETTERED" else "tasks",
         task=record,
         initial=initial,
+        verb=verb,
         queues=sorted(declared()),
     )
     return TemplateResponse(request, "dtq/task_edit.html", context)

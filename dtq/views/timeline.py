@@ -32,6 +32,10 @@ def _attempt(out: list[Moment], entry: dict[str, Any]) -> None:
     if outcome == "replayed":
         _add(out, entry.get("at"), "replay", "replayed from the DLQ", str(entry.get("to") or ""))
         return
+    if outcome == "retried":
+        to = str(entry.get("queue") or "")
+        _add(out, entry.get("at"), "replay", "retried by an operator", to)
+        return
     number = entry.get("attempt", "?")
     worker = entry.get("worker") or "?"
     _add(out, entry.get("started_at"), "start", f"attempt {number} started", f"worker {worker}")

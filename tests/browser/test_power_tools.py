@@ -4,10 +4,11 @@ from __future__ import annotations
 
 import pytest
 
+from dtq.engine import records
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard import expect, open_live, still_same_page
-from tests.conftest import Env
-from tests.ops_support import dead_letter_by_hand
+from tests.conftest import Env, wait_for
+from tests.ops_support import dead_letter_by_hand, fail_by_hand
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.slow
@@ -43,6 +44,49 @@ def test_edit_a_dead_lettered_tasks_arguments_and_watch_it_succeed(page, dtq_env
     expect(page.locator("#dtq-result")).to_have_text('"fixed"')
 
 
+def test_edit_a_failed_tasks_arguments_and_watch_it_succeed(page, dtq_env: Env):
+    task_id = tasks.record.enqueue("wrong").id
+    assert fail_by_hand(1) == [task_id]  # FAILED with the DLQ off: no DLQ entry
+    dtq_env.worker()
+    page.goto(f"{TASKS}{task_id}/")
+    expect(page.locator('#dtq-task-facts [data-field="state"]')).to_have_text("FAILED")
+    page.click("#dtq-retry-link")
+    expect(page.locator("#dtq-edit-submit")).to_have_text("Retry with these values")
+    page.fill("textarea[name=args]", '["wrong", "extra"]')  # does not fit the signature
+    page.click("#dtq-edit-submit")
+    expect(page.locator(".messagelist")).to_contain_text("Not retried: arguments do not fit")
+    page.fill("textarea[name=args]", '["fixed"]')
+    page.fill("input[name=priority]", "30")
+    page.fill("input[name=reason]", "typo in the argument")
+    screenshot(page, "edit-retry")
+    page.click("#dtq-edit-submit")
+    expect(page.locator(".messagelist")).to_contain_text("Edited and retried")
+    expect(page.locator('#dtq-task-facts [data-field="state"]')).to_have_text("SUCCEEDED")
+    expect(page.locator("#dtq-result")).to_have_text('"fixed"')
+    expect(page.locator("#dtq-timeline")).to_contain_text("retried by an operator")
+
+
+def test_bulk_retry_failed_tasks_matching_a_filter_and_watch_them_succeed(page, dtq_env: Env):
+    for i in range(150):  # two batches of 100
+        tasks.record.enqueue(i)
+    fail_by_hand(150)
+    page.goto(f"{TASKS}?q=state%3AFAILED&queue=tests")
+    page.select_option("#dtq-bulk-action", "retry")
+    page.check("#dtq-bulk-matching")
+    page.click("#dtq-bulk-submit")
+    expect(page.locator("#dtq-bulk-count")).to_contain_text("Retry 150 tasks")
+    page.click("#dtq-bulk-confirm")
+    expect(page.locator("#dtq-bulk-text")).to_have_text(
+        "150 done, 0 skipped of 150 · finished · ok"
+    )
+    dtq_env.worker()
+    wait_for(lambda: dtq_env.stats().get("succeeded") == 150, timeout=60)
+    page.goto(f"{TASKS}?q=state%3ASUCCEEDED&queue=tests")
+    expect(page.locator("#dtq-tasks tbody tr[data-task]")).to_have_count(50)  # a full page
+    page.goto(f"{TASKS}?q=state%3AFAILED&queue=tests")
+    expect(page.locator("#dtq-tasks .dtq-empty")).to_be_visible()
+
+
 def test_start_a_task_from_the_form(page, dtq_env: Env):
     dtq_env.worker()
     page.goto("/admin/dtq/taskqueue/run/")
@@ -68,6 +112,21 @@ def test_watch_a_progress_bar_move_on_a_running_task(page, dtq_env: Env):
     assert still_same_page(page)
     page.goto(f"{TASKS}{result.id}/")
     expect(page.locator("#dtq-task-facts")).to_contain_text("100% · step 8 of 8")
+
+
+def test_a_workers_page_shows_what_it_runs_now_and_what_it_ran(page, dtq_env: Env):
+    done = tasks.record.enqueue("first").id
+    dtq_env.worker()
+    wait_for(lambda: records.get_task(done)["state"] == "SUCCEEDED", timeout=60)
+    running = tasks.steps.enqueue(20, 0.5).id
+    wait_for(lambda: (records.get_task(running)["progress"] or {}).get("fraction", 0) >= 0.1)
+    page.goto("/admin/dtq/taskqueue/workers/")
+    page.locator("#dtq-worker-list tbody tr[data-worker] a").first.click()
+    row = page.locator(f'#dtq-worker-running tr[data-task="{running}"]')
+    expect(row.locator("progress")).to_be_visible()
+    expect(row).to_contain_text("tests.testapp.tasks.steps")
+    expect(page.locator(f'#dtq-worker-history tr[data-task="{done}"]')).to_contain_text("SUCCEEDED")
+    screenshot(page, "worker")
 
 
 def test_bulk_retry_everything_matching_a_filter_and_watch_the_progress_bar(page, dtq_env: Env):

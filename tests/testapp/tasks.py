@@ -7,6 +7,7 @@ import signal
 import sys
 import time
 from pathlib import Path
+from typing import Any
 
 import dtq
 from dtq.compat import task as django_task
@@ -272,6 +273,22 @@ def halts(context: dtq.TaskContext) -> int:
 def dj_exits() -> None:
     """A django.tasks task that calls sys.exit() (as Django's test_catches_exception does)."""
     sys.exit(1)
+
+
+@django_task(queue_name="tests", takes_context=True)
+def dj_steps(context: Any, n: int) -> int:
+    """A django.tasks task that reports progress n times in a row through its context."""
+    for i in range(1, n + 1):
+        context.progress(i / n, f"dj step {i} of {n}")
+    return n
+
+
+@django_task(queue_name="tests", takes_context=True)
+async def dj_asteps(context: Any, n: int) -> int:
+    """The async form: aprogress n times in a row."""
+    for i in range(1, n + 1):
+        await context.aprogress(i / n, f"dj async step {i}")
+    return n
 
 
 class Unprintable(Exception):

@@ -31,6 +31,14 @@ def quantile(hist: Histogram, q: float) -> float | None:
     return lower
 
 
+def percentiles(latency: dict[str, Histogram]) -> dict[str, dict[str, Any]]:
+    """Return the median, 95th percentile (seconds) and count of a queue's wait and run times."""
+    return {
+        kind: {"p50": quantile(h, 0.5), "p95": quantile(h, 0.95), "count": h["count"]}
+        for kind, h in latency.items()
+    }
+
+
 def throughput_per_queue(queues: list[str], minutes: int = 60) -> dict[str, list[dict[str, int]]]:
     """Return per-minute counters, oldest minute first, for each of the queues.
 
