@@ -8,7 +8,7 @@
         assert run_queued("emails")        # claims, runs and finalizes like a worker would
 
 Tasks go through the same Lua scripts a worker uses (claim, finalize), so states, attempt
-history, retries, idempotency records and django.tasks signals are those of production.
+history, retries, idempotency read_side and django.tasks signals are those of production.
 Sync tasks run on the calling thread, so they see the test's database transaction.
 """
 
@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from dtq.engine import executor, records
+from dtq.engine import executor, read_side
 from dtq.engine.executor import Attempt
 from dtq.engine.keys import check_queue_name
 from dtq.engine.scheduler import Scheduler
@@ -38,7 +38,7 @@ def run_queued(queue: str | None = None, *, max_tasks: int | None = None) -> lis
     stays RETRYING until run_queued is called again after its delay.
     """
     Scheduler().run_once()
-    names = [check_queue_name(queue)] if queue else records.queue_names()
+    names = [check_queue_name(queue)] if queue else read_side.queue_names()
     if not names:
         return []
     return _InProcessWorker(names, max_tasks).run_here()

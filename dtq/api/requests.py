@@ -11,7 +11,7 @@ from rest_framework import serializers
 from dtq.api.fields import QueueNameField, TaskIdField, check_json_value
 from dtq.conf import dtq_settings
 from dtq.engine import registry
-from dtq.engine.records import MAX_PAGE
+from dtq.engine.read_side import MAX_PAGE
 from dtq.engine.state import TaskState
 
 MAX_SECONDS = 10 * 366 * 86400  # timeouts and TTLs beyond ten years are surely mistakes

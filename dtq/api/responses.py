@@ -8,8 +8,8 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from dtq.api.fields import EpochField, ObjectField
-from dtq.engine.records import trends
-from dtq.engine.records.tasks import durations
+from dtq.engine.read_side import trends
+from dtq.engine.read_side.tasks import durations
 from dtq.engine.state import TaskState
 
 STATES = [s.value for s in TaskState]

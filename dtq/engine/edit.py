@@ -3,7 +3,7 @@
 A dead-lettered task is replayed from its DLQ entry (replay.lua); a FAILED one, which has no
 entry, is retried from its record (retry_failed.lua). Either way the edit and the new delivery
 are one script call (the record is rewritten just before it is delivered), and one audit row
-('replay') records what changed, before and after.
+('replay') read_side what changed, before and after.
 """
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, failed, ids, records, registry
+from dtq.engine import codec, failed, ids, read_side, registry
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
 from dtq.engine.dlq import REPLAYED, replay_entries
@@ -79,7 +79,7 @@ def edit_and_replay(
         raise NotInDeadLetterQueue(task_id)
     changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
     with audited(actor, "replay", task_id=task_id, reason=reason) as report:
-        entry = records.find_dlq_entry(task_id)
+        entry = read_side.find_dlq_entry(task_id)
         if entry is None:
             raise NotInDeadLetterQueue(task_id)
         report.queue = entry["queue"]
@@ -116,7 +116,7 @@ def edit_and_retry(
     params = {"state": "FAILED"}
     with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
         found = failed.find([task_id])  # read first: its finished_at fences the script call
-        record = records.get_task(task_id)
+        record = read_side.get_task(task_id)
         if record is None:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         if record["state"] != "FAILED":

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, gateway, ids, layout, records
+from dtq.engine import cursors, gateway, ids, layout, read_side
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
@@ -21,11 +21,11 @@ from dtq.engine.dlq import (
     REPLAYED,
     BulkResult,
     DlqFilter,
+    DlqProgress,
     bulk,
     discard_entries,
     replay_entries,
 )
-from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
     DtqError,
     InvalidOperation,
@@ -34,9 +34,8 @@ from dtq.engine.errors import (
     TaskNotFound,
 )
 from dtq.engine.keys import Keys, check_queue_name
-from dtq.engine.purge import Progress as PurgeProgress
-from dtq.engine.purge import Purge, PurgePreview, PurgeResult, preview
-from dtq.engine.records import DlqEntry
+from dtq.engine.purge import Purge, PurgePreview, PurgeProgress, PurgeResult, preview
+from dtq.engine.read_side import DlqEntry
 
 __all__ = [
     "Actor",
@@ -148,7 +147,7 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     reason = _reason(reason)
     action = "pause" if paused else "resume"
     with audited(actor, action, queue=queue, reason=reason) as report:
-        if _queue(queue) not in records.queue_names():  # pausing must not create a queue
+        if _queue(queue) not in read_side.queue_names():  # pausing must not create a queue
             _target(queue)
         changed = gateway.pause(get_client(), _keys(), queue, paused, reason)
         report.affected = int(changed)
@@ -163,7 +162,7 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
 def _entry(task_id: str, queue: str | None) -> DlqEntry:
     if queue is not None:
         _queue(queue)
-    entry = records.find_dlq_entry(task_id, queue) if ids.is_valid(task_id) else None
+    entry = read_side.find_dlq_entry(task_id, queue) if ids.is_valid(task_id) else None
     if entry is None:
         raise NotInDeadLetterQueue(task_id)
     return entry

@@ -28,8 +28,8 @@ from typing import Any
 
 from dtq.engine import codec
 from dtq.engine.keys import check_queue_name
-from dtq.engine.records.queues import queue_names
-from dtq.engine.records.search import search_tasks
+from dtq.engine.read_side.queues import queue_names
+from dtq.engine.read_side.search import search_tasks
 from dtq.engine.state import TaskState
 
 Record = dict[str, Any]

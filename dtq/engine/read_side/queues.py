@@ -12,8 +12,8 @@ from dtq.engine import protocol
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
-from dtq.engine.records.budget import current, execute
-from dtq.engine.records.tasks import _json_or_raw
+from dtq.engine.read_side.budget import current, execute
+from dtq.engine.read_side.tasks import _json_or_raw
 from dtq.engine.state import TaskState
 
 # ----- queues ----------------------------------------------------------------------------
@@ -354,7 +354,7 @@ def list_tasks(
     so a page can be shorter than `limit` and still have a next page.
     """
     # Imported here: records.search imports records.dlq, which imports this module.
-    from dtq.engine.records.search import search_tasks
+    from dtq.engine.read_side.search import search_tasks
 
     check_queue_name(queue)
     page = search_tasks([queue], state, limit, cursor)
