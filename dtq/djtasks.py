@@ -226,14 +226,14 @@ def _stand_in(path: str) -> type[UnresolvedException]:
     return type(name or path, (UnresolvedException,), attrs)
 
 
-# ----- dtq read_side as django results -------------------------------------------------------
+# ----- dtq records as django results -------------------------------------------------------
 
 
 def exception_path(name: str) -> str:
     """Return the importable path of an error class name from a task's history."""
     module, _, cls = name.rpartition(".")
     if module == "dtq" and isinstance(getattr(errors, cls, None), type):
-        return f"dtq.engine.errors.{cls}"  # the engine read_side dtq errors as dtq.<Class>
+        return f"dtq.engine.errors.{cls}"  # the engine records dtq errors as dtq.<Class>
     return name
 
 

@@ -8,7 +8,7 @@
         assert run_queued("emails")        # claims, runs and finalizes like a worker would
 
 Tasks go through the same Lua scripts a worker uses (claim, finalize), so states, attempt
-history, retries, idempotency read_side and django.tasks signals are those of production.
+history, retries, idempotency records and django.tasks signals are those of production.
 Sync tasks run on the calling thread, so they see the test's database transaction.
 """
 

@@ -140,7 +140,7 @@ def test_search_by_argument_value_over_every_queue_is_a_shareable_url(dtq_env, o
     response = operator.get(url("tasks"), {"q": "args.0.user_id=42"})
     assert [t["id"] for t in response.context["tasks"]] == [wanted]
     assert 'value="args.0.user_id=42"' in text(response)
-    assert "Read 2 task read_side" in text(response)
+    assert "Read 2 task records" in text(response)
     narrowed = operator.get(url("tasks"), {"q": "args.0.user_id=42", "queue": "tests"})
     assert narrowed.context["tasks"] == []
 

@@ -125,7 +125,7 @@ def test_outcomes_show_in_counters_dlq_and_throughput(dtq_env):
 
 
 def count_round_trips(monkeypatch):
-    """Count pipelines and single commands sent by the read_side module's client."""
+    """Count pipelines and single commands sent by the read side's client."""
     sent = {"round_trips": 0, "commands": []}
     execute = redis.client.Pipeline.execute
     command = redis.Redis.execute_command

@@ -2,7 +2,7 @@
 
 Pages of several queues merge newest first by the time each task entered its state (the
 index score), with the cursor "<score>:<id>". Every page costs at most the read budget
-(DTQ['READ_BUDGET']): queues beyond what it pays for are left out, and read_side a filter would
+(DTQ['READ_BUDGET']): queues beyond what it pays for are left out, and records a filter would
 have to read beyond it are left for the next page; such a page says `partial`. A filtered
 page can be short, or even empty, and still have a next cursor.
 """

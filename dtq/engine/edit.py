@@ -3,7 +3,7 @@
 A dead-lettered task is replayed from its DLQ entry (replay.lua); a FAILED one, which has no
 entry, is retried from its record (retry_failed.lua). Either way the edit and the new delivery
 are one script call (the record is rewritten just before it is delivered), and one audit row
-('replay') read_side what changed, before and after.
+('replay') records what changed, before and after.
 """
 
 from __future__ import annotations
