@@ -1,4 +1,4 @@
-"""The task search language (read_side.query): every filter against real read_side on Redis."""
+"""The task search language (read_side.query): every filter against real records on Redis."""
 
 from __future__ import annotations
 
