@@ -2,6 +2,15 @@
 
 from importlib.metadata import PackageNotFoundError, version
 
+from dtq.canvas import (
+    Signature,
+    WorkflowNotFound,
+    WorkflowResult,
+    chain,
+    chord,
+    group,
+    signature,
+)
 from dtq.engine.errors import (
     BulkSubmitError,
     DtqError,
@@ -35,6 +44,7 @@ __all__ = [
     "PermanentError",
     "QueueFull",
     "RetryableError",
+    "Signature",
     "Task",
     "TaskAlreadyFinished",
     "TaskCancelled",
@@ -43,9 +53,15 @@ __all__ = [
     "TaskResult",
     "TaskState",
     "UnknownQueue",
+    "WorkflowNotFound",
+    "WorkflowResult",
     "WritesRefused",
     "__version__",
+    "chain",
+    "chord",
+    "group",
     "idempotent_operation",
     "periodic",
+    "signature",
     "task",
 ]

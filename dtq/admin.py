@@ -13,7 +13,7 @@ from django.urls import URLPattern, path
 from dtq.engine import audit_db
 from dtq.engine.audit import audited
 from dtq.models import PERM_VIEW, AuditEntry, PeriodicSchedule, TaskQueue
-from dtq.views import bulk, dlq, overview, periodic, queues, run, tasks, workers
+from dtq.views import bulk, dlq, overview, periodic, queues, run, tasks, workers, workflows
 from dtq.views.common import url_name
 
 PAGES: list[tuple[str, Any, str]] = [
@@ -28,6 +28,9 @@ PAGES: list[tuple[str, Any, str]] = [
     ("tasks/<str:task_id>/cancel/", tasks.task_cancel, "task_cancel"),
     ("tasks/<str:task_id>/edit/", run.task_edit, "task_edit"),
     ("run/", run.run_form, "run"),
+    ("workflows/<str:workflow_id>/", workflows.workflow_page, "workflow"),
+    ("workflows/<str:workflow_id>/live/", workflows.workflow_live, "workflow_live"),
+    ("workflows/<str:workflow_id>/cancel/", workflows.workflow_cancel, "workflow_cancel"),
     ("workers/", workers.worker_list, "workers"),
     ("workers/<str:worker_id>/", workers.worker_page, "worker"),
     ("dlq/", dlq.dlq_list, "dlq"),
@@ -36,6 +39,7 @@ PAGES: list[tuple[str, Any, str]] = [
     ("queues/<str:queue>/pause/", queues.queue_pause, "queue_pause"),
     ("queues/<str:queue>/resume/", queues.queue_resume, "queue_resume"),
     ("queues/<str:queue>/purge/", queues.queue_purge, "queue_purge"),
+    ("queues/<str:queue>/limits/", queues.queue_limits, "queue_limits"),
 ]
 
 

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from datetime import UTC, datetime
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -29,7 +29,6 @@ from dtq.compat import (
     TaskResultDoesNotExist,
     task_enqueued,
 )
-from dtq.conf import dtq_settings
 from dtq.djjson import to_json
 from dtq.djtasks import (
     READY,
@@ -45,10 +44,10 @@ from dtq.djtasks import (
 )
 from dtq.engine import ids, read_side, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
-from dtq.engine.keys import QUEUE_NAME, check_queue_name
+from dtq.engine.keys import QUEUE_NAME
+from dtq.engine.limits import TaskLimits
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
-    IDEMPOTENCY_KEY,
     MAX_NAME_LENGTH,
     Accepted,
     Submission,
@@ -59,6 +58,7 @@ from dtq.engine.submit import (
     submit,
     submit_many,
 )
+from dtq.options import TaskOptions
 
 __all__ = [
     "DtqBackend",
@@ -82,70 +82,48 @@ OPTIONS = {"ENQUEUE_ON_COMMIT": False, "DATABASE": DEFAULT_DB_ALIAS}
 # ----- submissions -------------------------------------------------------------------------
 
 
-def _delay(run_after: datetime | None) -> float:
-    if run_after is None:
-        return 0.0
-    now = datetime.now(tz=UTC) if timezone.is_aware(run_after) else datetime.now()
-    return max((run_after - now).total_seconds(), 0.0)
-
-
 def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -> Submission:
     """Build the engine submission for one enqueue of a django task."""
-    s = dtq_settings
-
-    def option(name: str, default: Any) -> Any:
-        value = getattr(task, name, None)
-        return default if value is None else value
-
-    return Submission(
-        name=task.module_path,
-        queue=task.queue_name,
-        args=to_json(list(args)),
-        kwargs=to_json(dict(kwargs)),
-        priority=task.priority,
-        max_attempts=int(option("max_attempts", s.DEFAULT_MAX_ATTEMPTS)),
-        delay=_delay(task.run_after),
-        ttl=option("ttl", None),
-        timeout=option("timeout", s.DEFAULT_TIMEOUT),
-        retry={
-            "base": option("retry_base", s.RETRY_BASE),
-            "cap": option("retry_cap", s.RETRY_CAP),
-            "jitter": option("retry_jitter", s.RETRY_JITTER),
-        },
-        idempotency_key=option("idempotency_key", None),
-        task_id=task_id,
+    options = TaskOptions.of(task)  # checked already by validate_task: this only reads them
+    sub = Submission.of(
+        task.module_path, options, to_json(list(args)), to_json(dict(kwargs)), task_id
     )
+    limits = _limits_field(task, args, kwargs)
+    return replace(sub, limits=limits) if limits else sub
+
+
+def _task_limits(task: Task) -> TaskLimits | None:
+    """Return a django task's flow-control limits (None: it has none)."""
+    return TaskLimits.declared(
+        task.module_path,
+        rate_limit=getattr(task, "rate_limit", None),
+        rate_burst=getattr(task, "rate_burst", None),
+        max_concurrency=getattr(task, "max_concurrency", None),
+        concurrency_key=getattr(task, "concurrency_key", None),
+    )
+
+
+def _limits_field(task: Task, args: Any, kwargs: Any) -> str:
+    limits = _task_limits(task)
+    if limits is None:
+        return ""
+    call_args = (None, *args) if task.takes_context else tuple(args)
+    return limits.encoded(task.func, call_args, dict(kwargs))
 
 
 # ----- validation and options ---------------------------------------------------------------
 
 
-def _positive(value: Any) -> bool:
-    return isinstance(value, (int, float)) and not isinstance(value, bool) and value > 0
-
-
 def _check_options(task: Task) -> None:
-    """Raise InvalidTask when a DtqTask's dtq options are out of range."""
-    if not isinstance(task, DtqTask):
-        return
-    if task.max_attempts is not None and (
-        not isinstance(task.max_attempts, int) or task.max_attempts < 1
-    ):
-        raise InvalidTask(f"max_attempts must be a whole number >= 1, got {task.max_attempts!r}")
-    for name in ("timeout", "ttl", "retry_base", "retry_cap"):
-        value = getattr(task, name)
-        if value is not None and not _positive(value):
-            raise InvalidTask(f"{name} must be a positive number of seconds, got {value!r}")
-    if task.retry_jitter is not None and not 0 <= task.retry_jitter <= 1:
-        raise InvalidTask(f"retry_jitter must be in 0..1, got {task.retry_jitter!r}")
-    retry_on = task.retry_on if isinstance(task.retry_on, tuple) else (task.retry_on,)
-    if not all(isinstance(c, type) and issubclass(c, BaseException) for c in retry_on):
-        raise InvalidTask(f"retry_on must be a tuple of exception classes, got {task.retry_on!r}")
-    key = task.idempotency_key
-    if key is not None and not (isinstance(key, str) and IDEMPOTENCY_KEY.fullmatch(key)):
-        raise InvalidTask(f"invalid idempotency_key {key!r}")
-    if task.database is not None and task.database not in settings.DATABASES:
-        raise InvalidTask(f"database {task.database!r} is not in settings.DATABASES")
+    """Raise InvalidTask when a task's options are out of range (dtq.options' messages)."""
+    try:
+        TaskOptions.of(task)
+        _task_limits(task)
+    except InvalidTaskError as exc:  # InvalidOption is one
+        raise InvalidTask(str(exc)) from None
+    database = getattr(task, "database", None)
+    if database is not None and database not in settings.DATABASES:
+        raise InvalidTask(f"database {database!r} is not in settings.DATABASES")
 
 
 def _option_errors(backend: BaseTaskBackend) -> list[Error]:
@@ -177,15 +155,11 @@ class _DtqOptions(BaseTaskBackend):
     supports_priority = True
 
     def validate_task(self, task: Task) -> None:
-        """Apply django's rules, then dtq's (queue name syntax, DtqTask option ranges)."""
+        """Apply dtq's rules (dtq.options: the same as for @dtq.task), then django's."""
+        _check_options(task)  # first: one bad value gets dtq's message, whatever the entry
         super().validate_task(task)
-        try:
-            check_queue_name(task.queue_name)
-        except ValueError as exc:
-            raise InvalidTask(str(exc)) from None
         if len(task.module_path) > MAX_NAME_LENGTH:
             raise InvalidTask(f"task path is longer than {MAX_NAME_LENGTH} characters")
-        _check_options(task)
 
     def check(self, **kwargs: Any) -> list[Any]:
         """Report unknown or invalid OPTIONS and invalid QUEUES."""

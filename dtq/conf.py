@@ -1,114 +1,409 @@
-"""The DTQ settings dict: defaults, lazy reading, reload on setting_changed."""
+"""The DTQ settings: one typed dataclass with defaults and the rule of every value.
+
+`Settings` is the one place that says what a setting is: its type, its default and what it
+must be (its `Rule`). `problems()` checks a settings.DTQ dict against it (dtq/checks.py turns
+the result into system-check errors); `dtq_settings` reads settings.DTQ on first use, validated
+and converted to the field types, and again after a setting_changed signal.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+import contextlib
+import math
+import re
+from collections.abc import Callable, Mapping
+from dataclasses import MISSING, dataclass, field, fields
+from typing import TYPE_CHECKING, Any
 
 from django.conf import settings as django_settings
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 
 from dtq.engine.errors import ConfigurationError
+from dtq.engine.keys import QUEUE_NAME
 
 IDEMPOTENCY_SCOPES = ("user", "queue")  # the values of API_IDEMPOTENCY_SCOPE
+THROTTLE_RATE = re.compile(r"^[1-9][0-9]*/(s|sec|second|m|min|minute|h|hour|d|day)$")
+REDIS_SCHEMES = ("redis://", "rediss://", "unix://")
+MIN_TOKEN_LENGTH = 16
+MIN_READ_BUDGET = 100  # one queue's overview and a short page of tasks
+TYPE_ERROR_ID = 18  # dtq.E018: a setting without a check of its own has the wrong type
 
-DEFAULTS: dict[str, Any] = {
+
+class BadValue(ValueError):
+    """A setting's value breaks its rule (the message is what was expected)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Rule:
+    """What a setting's value must be: a converter that raises BadValue, its check id, a hint."""
+
+    convert: Callable[[Any], Any]
+    check_id: int = TYPE_ERROR_ID
+    hint: str = ""
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+def number(
+    minimum: float = 0,
+    *,
+    above: bool = True,
+    maximum: float | None = None,
+    whole: bool = False,
+    optional: bool = False,
+    check_id: int = 2,
+    hint: str = "",
+) -> Rule:
+    """Return the rule of a number: whole (int) or not (float), > or >= minimum, <= maximum."""
+    kind = "a whole number" if whole else "a number"
+    if maximum is not None:
+        expected = f"between {minimum:g} and {maximum:g}"
+    elif minimum == 0 and above:
+        expected = "a positive whole number" if whole else "a positive number"
+    else:
+        expected = f"{kind} {'>' if above else '>='} {minimum:g}"
+    if optional:
+        expected = f"None or {expected}"
+
+    def convert(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        ok = _is_number(value) and (value > minimum if above else value >= minimum)
+        ok = ok and (maximum is None or value <= maximum)
+        if isinstance(value, float):  # 3600.0 is as good as 3600; nan and inf are not numbers
+            ok = ok and math.isfinite(value) and (value.is_integer() or not whole)
+        elif ok:
+            ok = abs(value) < (2**63 if whole else 2**53)  # what Redis and a float hold
+        if not ok:
+            raise BadValue(expected)
+        return int(value) if whole else float(value)
+
+    return Rule(convert, check_id, hint)
+
+
+def text(
+    test: Callable[[str], bool],
+    expected: str,
+    *,
+    optional: bool = False,
+    check_id: int = TYPE_ERROR_ID,
+    hint: str = "",
+) -> Rule:
+    """Return the rule of a string that passes test (or None when optional)."""
+    expected = f"None or {expected}" if optional else expected
+
+    def convert(value: Any) -> Any:
+        if value is None and optional:
+            return None
+        if not isinstance(value, str) or not test(value):
+            raise BadValue(expected)
+        return value
+
+    return Rule(convert, check_id, hint)
+
+
+def _any(value: str) -> bool:
+    return True
+
+
+def _is_name(value: str) -> bool:
+    return bool(QUEUE_NAME.fullmatch(value))
+
+
+def _is_rate(value: str) -> bool:
+    return bool(THROTTLE_RATE.match(value))
+
+
+def _flag(value: Any) -> bool:
+    if not isinstance(value, bool):
+        raise BadValue("True or False")
+    return value
+
+
+def _module_paths(value: Any) -> tuple[str, ...]:
+    if not isinstance(value, (list, tuple)) or not all(isinstance(m, str) for m in value):
+        raise BadValue("a list of module paths")
+    return tuple(value)
+
+
+def _queue_names(value: Any) -> tuple[str, ...] | None:
+    if value is None:
+        return None
+    if not isinstance(value, (list, tuple)) or not all(
+        isinstance(q, str) and _is_name(q) for q in value
+    ):
+        raise BadValue("None or a list of queue names")
+    return tuple(value)
+
+
+def _depths(value: Any) -> dict[str, int]:
+    if (
+        not isinstance(value, Mapping)
+        or not all(
+            isinstance(q, str) and _is_name(q) and isinstance(n, int) and not isinstance(n, bool)
+            for q, n in value.items()
+        )
+        or any(n < 0 for n in value.values())
+    ):
+        raise BadValue("a dict of queue names to whole numbers >= 0")
+    return dict(value)
+
+
+def _one_shard(value: Any) -> int:
+    if value != 1 or isinstance(value, bool):
+        raise BadValue("1 in this version")
+    return 1
+
+
+NAME_HINT = "Use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit."
+RATE_HINT = "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'."
+
+
+def setting(default: Any, rule: Rule) -> Any:
+    """Declare one Settings field: its default and its rule."""
+    return field(default=default, metadata={"rule": rule})
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class Settings:
+    """Every DTQ setting with its type and default (docs/configuration.md describes each)."""
+
     # Connection
-    "REDIS_URL": "redis://127.0.0.1:6379/0",
-    "REDIS_CACHE": None,  # alias of a django-redis cache whose connection dtq should share
-    "KEY_PREFIX": "dtq",
-    "SHARDS": 1,
-    "SOCKET_TIMEOUT": 10.0,
-    "SOCKET_CONNECT_TIMEOUT": 5.0,
-    "BLOCK_TIMEOUT": 2.0,  # longest blocking read; must stay below SOCKET_TIMEOUT
+    REDIS_URL: str = setting(
+        "redis://127.0.0.1:6379/0",
+        text(
+            lambda v: v.startswith(REDIS_SCHEMES),
+            "a Redis URL",
+            check_id=3,
+            hint="Use redis://host:port/db, rediss://... or unix:///path.",
+        ),
+    )
+    # alias of a django-redis cache whose connection dtq should share
+    REDIS_CACHE: str | None = setting(None, text(_any, "a cache alias", optional=True))
+    KEY_PREFIX: str = setting(
+        "dtq",
+        text(
+            _is_name,
+            "a key prefix",
+            check_id=4,
+            hint="Use letters, digits, '_', '.' or '-' (no ':' or braces).",
+        ),
+    )
+    SHARDS: int = setting(
+        1, Rule(_one_shard, 5, "Keys and ids carry a shard, but workers read one shard only.")
+    )
+    SOCKET_TIMEOUT: float = setting(10.0, number())
+    SOCKET_CONNECT_TIMEOUT: float = setting(5.0, number())
+    BLOCK_TIMEOUT: float = setting(2.0, number())  # longest blocking read; < SOCKET_TIMEOUT
     # Delivery
-    "VISIBILITY_TIMEOUT": 60,  # idle seconds before the reaper's PEL backstop looks at an entry
-    "HEARTBEAT_INTERVAL": 2.0,
-    "LEASE_TIMEOUT": None,  # seconds a worker's claim lasts without renewal; None = 5 heartbeats
-    "TASK_MODULES": [],
-    "DEFAULT_QUEUE": "default",
+    VISIBILITY_TIMEOUT: float = setting(60.0, number())  # idle seconds before the PEL backstop
+    HEARTBEAT_INTERVAL: float = setting(2.0, number())
+    # seconds a worker's claim lasts without renewal; None = 5 heartbeats (lease_timeout)
+    LEASE_TIMEOUT: float | None = setting(None, number(optional=True, check_id=10))
+    TASK_MODULES: tuple[str, ...] = setting(
+        (), Rule(_module_paths, 6, "For example ['myproject.jobs'].")
+    )
+    DEFAULT_QUEUE: str = setting(
+        "default", text(_is_name, "a queue name", check_id=7, hint=NAME_HINT)
+    )
     # The queues tasks may use; None = the default queue plus every queue a task names
-    "QUEUES": None,
-    "DEFAULT_MAX_ATTEMPTS": 3,
-    "RETRY_BASE": 1.0,
-    "RETRY_CAP": 300.0,
-    "RETRY_JITTER": 0.5,
-    "DEFAULT_TIMEOUT": None,  # seconds; None = no limit
+    QUEUES: tuple[str, ...] | None = setting(
+        None, Rule(_queue_names, 16, "For example ['default', 'emails'].")
+    )
+    DEFAULT_MAX_ATTEMPTS: int = setting(3, number(whole=True))
+    RETRY_BASE: float = setting(1.0, number())
+    RETRY_CAP: float = setting(300.0, number())
+    RETRY_JITTER: float = setting(
+        0.5,
+        number(
+            0,
+            above=False,
+            maximum=1,
+            check_id=11,
+            hint="0 disables jitter; 0.5 spreads delays by +/-50%.",
+        ),
+    )
+    DEFAULT_TIMEOUT: float | None = setting(None, number(optional=True, check_id=10))
     # Retention and limits
-    "RESULT_TTL": 86400,
-    "RETENTION": 7 * 86400,
-    "DLQ_ENABLED": True,
-    "DLQ_RETENTION": 30 * 86400,
-    "EVENT_STREAM_MAXLEN": 10000,
-    "MAX_PAYLOAD_BYTES": 64 * 1024,  # JSON arguments of one task (docs/sizing.md)
-    "MAX_DELAY": 366 * 86400,
-    "MAX_QUEUE_DEPTH": 100_000,  # 0 = unlimited; counts queued, running and scheduled tasks
-    "QUEUE_MAX_DEPTH": {},  # per-queue overrides of MAX_QUEUE_DEPTH
-    "IDEMPOTENCY_TTL": 86400,
+    RESULT_TTL: int = setting(86400, number(whole=True))
+    RETENTION: int = setting(7 * 86400, number(whole=True))
+    DLQ_ENABLED: bool = setting(True, Rule(_flag))
+    DLQ_RETENTION: int = setting(30 * 86400, number(whole=True))
+    EVENT_STREAM_MAXLEN: int = setting(10000, number(whole=True))
+    MAX_PAYLOAD_BYTES: int = setting(64 * 1024, number(whole=True))  # docs/sizing.md
+    MAX_DELAY: int = setting(366 * 86400, number(whole=True))
+    # 0 = unlimited; counts queued, running and scheduled tasks
+    MAX_QUEUE_DEPTH: int = setting(
+        100_000, number(0, above=False, whole=True, check_id=13, hint="0 means unlimited.")
+    )
+    # per-queue overrides of MAX_QUEUE_DEPTH
+    QUEUE_MAX_DEPTH: dict[str, int] = field(
+        default_factory=dict, metadata={"rule": Rule(_depths, 14, "For example {'emails': 10000}.")}
+    )
+    IDEMPOTENCY_TTL: int = setting(86400, number(whole=True))
     # Processes
-    "SCHEDULER_INTERVAL": 0.5,
-    "SCHEDULER_BATCH": 500,
-    "REAPER_INTERVAL": 1.0,
-    "REAPER_BATCH": 200,
-    "FINALIZE_BATCH": 256,
-    "FINALIZE_FLUSH_MS": 1.0,
-    "WORKER_CONCURRENCY": 16,
+    SCHEDULER_INTERVAL: float = setting(0.5, number())
+    SCHEDULER_BATCH: int = setting(500, number(whole=True))
+    REAPER_INTERVAL: float = setting(1.0, number())
+    REAPER_BATCH: int = setting(200, number(whole=True))
+    FINALIZE_BATCH: int = setting(256, number(whole=True))
+    FINALIZE_FLUSH_MS: float = setting(
+        1.0, number(0, above=False, check_id=12, hint="0 flushes every outcome at once.")
+    )
+    WORKER_CONCURRENCY: int = setting(16, number(whole=True))
     # REST API (dtq.api)
-    "METRICS_TOKEN": None,  # bearer token that may read /metrics and ready/ without a user
-    "API_MAX_BODY_BYTES": 1024 * 1024,  # request bodies above this get 413 before parsing
-    "API_SUBMIT_THROTTLE": None,  # DRF rate of API task submissions per user, e.g. "100/minute"
-    "API_PAGE_SIZE": 50,  # default page size of list endpoints (at most 1000)
+    # bearer token that may read /metrics and ready/ without a user
+    METRICS_TOKEN: str | None = setting(
+        None,
+        text(
+            lambda v: len(v) >= MIN_TOKEN_LENGTH,
+            f"a string of at least {MIN_TOKEN_LENGTH} characters",
+            optional=True,
+            check_id=20,
+            hint="Generate one with: python -c 'import secrets; print(secrets.token_urlsafe())'",
+        ),
+    )
+    API_MAX_BODY_BYTES: int = setting(1024 * 1024, number(whole=True))  # 413 above, unparsed
+    # DRF rate of API task submissions per user, e.g. "100/minute"
+    API_SUBMIT_THROTTLE: str | None = setting(
+        None, text(_is_rate, "a rate", optional=True, check_id=21, hint=RATE_HINT)
+    )
+    API_PAGE_SIZE: int = setting(50, number(whole=True))  # default page size (at most 1000)
     # Live events websocket (dtq.consumers)
-    "LIVE_RECHECK_INTERVAL": 30.0,  # seconds between two checks that a socket's user may watch
-    "LIVE_MAX_SOCKETS_PER_USER": 10,  # open sockets per user in one server process
-    "BULK_REQUEST_LIMIT": 2000,  # tasks or DLQ entries one API/admin bulk request acts on
-    "API_IDEMPOTENCY_SCOPE": "user",  # "user": each user's keys are their own; "queue": shared
-    # Audit log
-    "AUDIT_DATABASE": None,  # alias for audit rows; None = dtq's own connection to "default"
-    "API_READ_THROTTLE": None,  # DRF rate for GETs per user (scope dtq_read), e.g. "600/minute"
-    # Reads (admin, API, /metrics, dtq_status)
-    "READ_BUDGET": 1000,  # Redis commands one request's reads may send in total
-}
-
-
-class DtqSettings:
-    """Read access to settings.DTQ with defaults; unknown keys raise ConfigurationError."""
-
-    def __init__(self) -> None:
-        self._cache: dict[str, Any] | None = None
-
-    def _load(self) -> dict[str, Any]:
-        user = getattr(django_settings, "DTQ", {}) or {}
-        if not isinstance(user, dict):
-            raise ConfigurationError("settings.DTQ must be a dict")
-        unknown = sorted(set(user) - set(DEFAULTS))
-        if unknown:
-            raise ConfigurationError(f"unknown DTQ setting(s): {', '.join(unknown)}")
-        return {**DEFAULTS, **user}
-
-    def __getattr__(self, name: str) -> Any:
-        if name.startswith("_"):
-            raise AttributeError(name)
-        if self._cache is None:
-            self._cache = self._load()
-        try:
-            return self._cache[name]
-        except KeyError:
-            raise AttributeError(f"no DTQ setting {name!r}") from None
+    LIVE_RECHECK_INTERVAL: float = setting(30.0, number())  # seconds between two user checks
+    LIVE_MAX_SOCKETS_PER_USER: int = setting(10, number(whole=True))  # per server process
+    BULK_REQUEST_LIMIT: int = setting(2000, number(whole=True))  # per API/admin bulk request
+    # "user": each user's idempotency keys are their own; "queue": shared
+    API_IDEMPOTENCY_SCOPE: str = setting(
+        "user",
+        text(
+            IDEMPOTENCY_SCOPES.__contains__,
+            "'user' or 'queue'",
+            check_id=23,
+            hint="'user' (the default) keeps each API user's idempotency keys apart.",
+        ),
+    )
+    # Audit log: alias for audit rows; None = dtq's own connection to "default"
+    AUDIT_DATABASE: str | None = setting(None, text(_any, "a database alias", optional=True))
+    # DRF rate for GETs per user (scope dtq_read), e.g. "600/minute"
+    API_READ_THROTTLE: str | None = setting(
+        None, text(_is_rate, "a rate", optional=True, check_id=22, hint=RATE_HINT)
+    )
+    # Reads (admin, API, /metrics, dtq_status): Redis commands one request's reads may send
+    READ_BUDGET: int = setting(
+        1000,
+        number(
+            MIN_READ_BUDGET,
+            above=False,
+            whole=True,
+            check_id=15,
+            hint="It bounds the Redis commands of one read request; the default is 1000.",
+        ),
+    )
 
     @property
     def lease_timeout(self) -> float:
         """Seconds a claim stays valid without a heartbeat renewing it."""
         lease = self.LEASE_TIMEOUT
-        return float(lease) if lease else max(5.0 * float(self.HEARTBEAT_INTERVAL), 3.0)
+        return lease if lease else max(5.0 * self.HEARTBEAT_INTERVAL, 3.0)
 
     def max_depth(self, queue: str) -> int:
         """Return the depth limit of a queue (0 = unlimited)."""
-        return int(self.QUEUE_MAX_DEPTH.get(queue, self.MAX_QUEUE_DEPTH) or 0)
+        return self.QUEUE_MAX_DEPTH.get(queue, self.MAX_QUEUE_DEPTH)
+
+
+NAMES = tuple(f.name for f in fields(Settings))
+RULES: dict[str, Rule] = {f.name: f.metadata["rule"] for f in fields(Settings)}
+
+
+def default(name: str) -> Any:
+    """Return a setting's default value."""
+    found = next(f for f in fields(Settings) if f.name == name)
+    if found.default is MISSING and found.default_factory is not MISSING:
+        return found.default_factory()
+    return found.default
+
+
+DEFAULTS: dict[str, Any] = {name: default(name) for name in NAMES}
+
+
+@dataclass(frozen=True, slots=True)
+class Problem:
+    """One setting whose value breaks its rule."""
+
+    name: str
+    message: str
+    hint: str
+    check_id: int
+
+
+def _user_settings() -> Any:
+    return getattr(django_settings, "DTQ", {}) or {}
+
+
+def problems(user: Any) -> list[Problem]:
+    """Return what is wrong with a settings.DTQ value, one Problem per setting."""
+    if not isinstance(user, Mapping):
+        return [Problem("", f"settings.DTQ must be a dict, got {type(user).__name__}", "", 1)]
+    unknown = sorted(set(user) - set(NAMES))
+    if unknown:
+        hint = "See docs/configuration.md for the accepted keys."
+        return [Problem("", f"unknown DTQ setting(s): {', '.join(unknown)}", hint, 1)]
+    found = []
+    for name, value in user.items():
+        rule = RULES[name]
+        try:
+            rule.convert(value)
+        except BadValue as exc:
+            # A URL may hold a password: say what it lacks instead of showing it.
+            secret = name == "REDIS_URL" and isinstance(value, str)
+            shown = "a URL of another scheme" if secret else repr(value)
+            message = f"DTQ['{name}'] must be {exc}, got {shown}"
+            hint = rule.hint or f"Remove it to use the default ({DEFAULTS[name]!r})."
+            found.append(Problem(name, message, hint, rule.check_id))
+    return found
+
+
+def load(user: Any) -> Settings:
+    """Return the Settings of a settings.DTQ dict; ConfigurationError names every bad value."""
+    bad = problems(user)
+    if bad:
+        raise ConfigurationError("; ".join(p.message for p in bad))
+    return Settings(**{name: RULES[name].convert(value) for name, value in user.items()})
+
+
+class DtqSettings(Settings):
+    """The project's Settings: read from settings.DTQ at first use, again after reload().
+
+    The fields are Settings' slots, left empty until first read: an empty slot raises
+    AttributeError, which lands in __getattr__, which fills them all. A filled slot reads as
+    fast as any attribute.
+    """
+
+    def __init__(self) -> None:
+        pass  # nothing read yet: Django's settings may not be configured at import time
+
+    if not TYPE_CHECKING:  # mypy should see the typed fields only, not a catch-all
+
+        def __getattr__(self, name: str) -> object:
+            if name not in NAMES:
+                raise AttributeError(f"no DTQ setting {name!r}")
+            current = load(_user_settings())
+            for each in NAMES:
+                object.__setattr__(self, each, getattr(current, each))
+            return getattr(current, name)
 
     def reload(self) -> None:
-        """Forget cached values so the next read sees the current settings."""
-        self._cache = None
+        """Forget the values read so the next read sees the current settings.DTQ."""
+        for name in NAMES:
+            with contextlib.suppress(AttributeError):  # not read yet
+                object.__delattr__(self, name)
+
+    def __repr__(self) -> str:
+        return "<DtqSettings>"  # the dataclass repr would read (and maybe fail) every value
 
 
 dtq_settings = DtqSettings()
@@ -118,6 +413,3 @@ dtq_settings = DtqSettings()
 def _reload_on_change(*, setting: str, **kwargs: Any) -> None:
     if setting == "DTQ":
         dtq_settings.reload()
-        from dtq.engine import connection
-
-        connection.reset()

@@ -94,7 +94,7 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
             await self.close(code=CLOSE_TOO_MANY)
             return
         # The feed returns at least every `poll` seconds: that paces the access re-checks.
-        self.feed = EventFeed(poll=min(5.0, float(dtq_settings.LIVE_RECHECK_INTERVAL)))
+        self.feed = EventFeed(poll=min(5.0, dtq_settings.LIVE_RECHECK_INTERVAL))
         try:
             first = await self.feed.open(self._last_id())
         except RedisError as exc:
@@ -108,7 +108,7 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
 
     def _register(self) -> bool:
         """Count this socket in; False when its user already has the most allowed."""
-        cap = int(dtq_settings.LIVE_MAX_SOCKETS_PER_USER)
+        cap = dtq_settings.LIVE_MAX_SOCKETS_PER_USER
         self.loop = asyncio.get_running_loop()
         with _open_lock:
             if sum(1 for c in _open if c.user_id == self.user_id) >= cap:
@@ -122,7 +122,7 @@ class EventConsumer(AsyncJsonWebsocketConsumer):
 
     async def _forward(self) -> None:
         assert self.feed is not None
-        interval = float(dtq_settings.LIVE_RECHECK_INTERVAL)
+        interval = dtq_settings.LIVE_RECHECK_INTERVAL
         checked = time.monotonic()
         try:
             while True:

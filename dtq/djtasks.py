@@ -38,6 +38,8 @@ from dtq.engine.errors import PermanentError
 from dtq.engine.firing import slot_of
 from dtq.engine.progress import check
 from dtq.engine.state import TaskState
+from dtq.options import USING_OPTIONS as TASK_OPTIONS
+from dtq.options import DeliveryOptions
 
 log = logging.getLogger("dtq.backends")
 READY, RUNNING = TaskResultStatus.READY, TaskResultStatus.RUNNING
@@ -53,38 +55,25 @@ STATUS_OF = {
     TaskState.CANCELLED: FAILED,
     TaskState.EXPIRED: FAILED,
 }
-USING_OPTIONS = frozenset(
-    {
-        "max_attempts",
-        "retry_base",
-        "retry_cap",
-        "retry_jitter",
-        "timeout",
-        "ttl",
-        "idempotency_key",
-        "database",
-    }
-)
-
-DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}  # what @task(...) takes beyond django's own
+# What DtqTask.using() takes beyond django's own; what @task(...) takes beyond django's own.
+USING_OPTIONS = (TASK_OPTIONS - {"queue_name", "priority", "run_after"}) | {"database"}
+LIMIT_OPTIONS = frozenset({"rate_limit", "rate_burst", "max_concurrency", "concurrency_key"})
+DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"} | LIMIT_OPTIONS
 
 
 # ----- tasks, results, context --------------------------------------------------------------
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class DtqTask(Task):
+class DtqTask(Task, DeliveryOptions):
     """A django.tasks Task with dtq's delivery options (None: the DTQ settings' default)."""
 
-    max_attempts: int | None = None
-    retry_base: float | None = None
-    retry_cap: float | None = None
-    retry_jitter: float | None = None
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-    timeout: float | None = None
-    ttl: float | None = None
-    idempotency_key: str | None = None
     database: str | None = None  # alias whose commit enqueue_on_commit waits for
+    # Flow control (docs/flow-control.md), checked by the backend's validate_task.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DtqTask:
         # @task(**options) (Django 6.1, the 5.2 backport) passes every option here: name the
@@ -115,6 +104,18 @@ class DtqTask(Task):
         )
         changes.update(options)
         return replace(self, **{k: v for k, v in changes.items() if v is not None})
+
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """Return a signature (dtq.canvas): this task with bound arguments, for a workflow."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """Return an immutable signature: the previous step's result is not passed to it."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
 
     def enqueue_on_commit(self, *args: Any, **kwargs: Any) -> TaskResult | None:
         """Enqueue when the current transaction of `database` commits; nothing on rollback.

@@ -49,6 +49,7 @@ class AuditEntry(models.Model):
         PERIODIC_RUN = "periodic_run", "run schedule now"
         PERIODIC_EDIT = "periodic_edit", "edit schedule"
         SUBMIT = "submit", "run a task by hand"
+        QUEUE_LIMIT = "queue_limit", "change queue limits"
 
     class Source(models.TextChoices):
         COMMAND = "command", "management command"

@@ -9,8 +9,6 @@ from dataclasses import dataclass, field, replace
 from datetime import datetime, timedelta
 from typing import Any
 
-from django.utils import timezone
-
 from dtq.conf import dtq_settings
 from dtq.engine import registry
 from dtq.engine.declared import task_queues
@@ -22,9 +20,10 @@ from dtq.engine.errors import (
     SubmitError,
     UnknownQueue,
 )
-from dtq.engine.keys import check_queue_name
+from dtq.engine.limits import TaskLimits
 from dtq.engine.progress import Reporter, check
 from dtq.engine.submit import Accepted, Submission, asubmit, asubmit_many, submit, submit_many
+from dtq.options import USING_OPTIONS, DeliveryOptions, TaskOptions, check_priority, check_queue
 from dtq.result import TaskResult
 
 _UNSET: Any = object()
@@ -72,53 +71,52 @@ class TaskContext:
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
-class Task:
-    """A registered handler plus the defaults its submissions use."""
+class Task(DeliveryOptions):
+    """A registered handler plus the defaults its submissions use (dtq.options checks them)."""
 
     func: Callable[..., Any]
     name: str
     queue_name: str | None = None
     priority: int = 0
     takes_context: bool = False
-    max_attempts: int | None = None
-    retry_base: float | None = None
-    retry_cap: float | None = None
-    retry_jitter: float | None = None
-    retry_on: tuple[type[BaseException], ...] = (Exception,)
-    timeout: float | None = None
-    ttl: float | None = None
     run_after: datetime | timedelta | None = None
-    idempotency_key: str | None = None
     # Other queues this task accepts besides its own (None: any declared queue from code,
     # only its own through the API), and the highest priority an API submitter may ask for.
     queues: tuple[str, ...] | None = None
     max_priority: int | None = None
+    # Flow control (docs/flow-control.md): enforced fleet-wide by the claim.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
+    # The checked options every submission starts from (made again by using()).
+    options: TaskOptions = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
-        for queue in (self.queue_name, *(self.queues or ())):
-            try:
-                if queue is not None:
-                    check_queue_name(queue)
-            except ValueError as exc:
-                raise InvalidTaskError(str(exc)) from None
-        for name in ("priority", "max_priority"):
-            value = getattr(self, name)
-            if value is not None and (not isinstance(value, int) or not -100 <= value <= 100):
-                raise InvalidTaskError(f"{name} must be an int in -100..100, got {value!r}")
-        if self.max_priority is not None and self.max_priority < self.priority:
-            raise InvalidTaskError(
-                f"max_priority ({self.max_priority}) is below priority ({self.priority})"
-            )
-        if self.max_attempts is not None and self.max_attempts < 1:
-            raise InvalidTaskError(f"max_attempts must be at least 1, got {self.max_attempts}")
-        for name in ("timeout", "ttl", "retry_base", "retry_cap"):
-            value = getattr(self, name)
-            if value is not None and value <= 0:
-                raise InvalidTaskError(f"{name} must be positive, got {value}")
-        if self.retry_jitter is not None and not 0 <= self.retry_jitter <= 1:
-            raise InvalidTaskError(f"retry_jitter must be in 0..1, got {self.retry_jitter}")
+        # Raises InvalidOption (an InvalidTaskError) for a bad option.
+        object.__setattr__(self, "options", TaskOptions.of(self))
+        for queue in self.queues or ():
+            check_queue(queue)
+        if self.max_priority is not None:
+            check_priority(self.max_priority, "max_priority")
+            if self.max_priority < self.priority:
+                raise InvalidTaskError(
+                    f"max_priority ({self.max_priority}) is below priority ({self.priority})"
+                )
         if self.takes_context and not _accepts_positional(self.func):
             raise InvalidTaskError(f"{self.name}: takes_context=True needs a first parameter")
+        self.limits  # noqa: B018  # checks the flow-control options now, at definition time
+
+    @property
+    def limits(self) -> TaskLimits | None:
+        """Return the task's flow-control limits (None: it has none)."""
+        return TaskLimits.declared(
+            self.name,
+            rate_limit=self.rate_limit,
+            rate_burst=self.rate_burst,
+            max_concurrency=self.max_concurrency,
+            concurrency_key=self.concurrency_key,
+        )
 
     @property
     def is_async(self) -> bool:
@@ -127,7 +125,7 @@ class Task:
 
     def using(self, **changes: Any) -> Task:
         """Return a copy with other submission defaults (priority, queue_name, run_after...)."""
-        unknown = set(changes) - _USING_FIELDS
+        unknown = set(changes) - USING_OPTIONS
         if unknown:
             raise TypeError(f"using() got unexpected option(s): {', '.join(sorted(unknown))}")
         return replace(self, **changes)
@@ -139,27 +137,32 @@ class Task:
 
     def submission(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Submission:
         """Build the engine submission for one call with these arguments."""
-        s = dtq_settings
-        queue = self.queue_name or s.DEFAULT_QUEUE
+        queue = self.queue_name or dtq_settings.DEFAULT_QUEUE
         if self.queues is not None and queue not in (accepted := self.accepted_queues()):
             raise UnknownQueue(queue, accepted, by=f"accepted by task {self.name!r}")
-        return Submission(
-            name=self.name,
-            queue=queue,
-            args=args,
-            kwargs=kwargs,
-            priority=self.priority,
-            max_attempts=self.max_attempts or int(s.DEFAULT_MAX_ATTEMPTS),
-            delay=_delay_seconds(self.run_after),
-            ttl=self.ttl,
-            timeout=self.timeout if self.timeout is not None else s.DEFAULT_TIMEOUT,
-            retry={
-                "base": self.retry_base if self.retry_base is not None else s.RETRY_BASE,
-                "cap": self.retry_cap if self.retry_cap is not None else s.RETRY_CAP,
-                "jitter": self.retry_jitter if self.retry_jitter is not None else s.RETRY_JITTER,
-            },
-            idempotency_key=self.idempotency_key,
-        )
+        sub = Submission.of(self.name, self.options, args, kwargs)
+        limits = self._limits_field(args, kwargs)
+        return replace(sub, limits=limits) if limits else sub
+
+    def _limits_field(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
+        limits = self.limits
+        if limits is None:
+            return ""
+        # The handler's signature names the key argument; a context parameter comes first.
+        call_args = (None, *args) if self.takes_context else args
+        return limits.encoded(self.func, call_args, kwargs)
+
+    def s(self, *args: Any, **kwargs: Any) -> Any:
+        """Return a signature (dtq.canvas): this task with bound arguments, for a workflow."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs)
+
+    def si(self, *args: Any, **kwargs: Any) -> Any:
+        """Return an immutable signature: the previous step's result is not passed to it."""
+        from dtq.canvas import Signature
+
+        return Signature(self, args, kwargs, immutable=True)
 
     def enqueue(self, *args: Any, **kwargs: Any) -> TaskResult:
         """Submit one run of this task and return its result handle at once."""
@@ -236,35 +239,11 @@ class Task:
         return not isinstance(exc, PermanentError) and isinstance(exc, self.retry_on)
 
 
-_USING_FIELDS = {
-    "queue_name",
-    "priority",
-    "max_attempts",
-    "retry_base",
-    "retry_cap",
-    "retry_jitter",
-    "timeout",
-    "ttl",
-    "run_after",
-    "idempotency_key",
-}
-
-
 def _accepts_positional(func: Callable[..., Any]) -> bool:
     params = inspect.signature(func).parameters.values()
     return any(
         p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD, p.VAR_POSITIONAL) for p in params
     )
-
-
-def _delay_seconds(run_after: datetime | timedelta | None) -> float:
-    if run_after is None:
-        return 0.0
-    if isinstance(run_after, timedelta):
-        return max(run_after.total_seconds(), 0.0)
-    if timezone.is_naive(run_after):
-        raise InvalidTaskError("run_after must be an aware datetime (or a timedelta)")
-    return max((run_after - timezone.now()).total_seconds(), 0.0)
 
 
 def task(
@@ -283,6 +262,10 @@ def task(
     ttl: float | None = None,
     queues: list[str] | tuple[str, ...] | None = None,
     max_priority: int | None = None,
+    rate_limit: str | None = None,
+    rate_burst: int | None = None,
+    max_concurrency: int | None = None,
+    concurrency_key: str | None = None,
 ) -> Any:
     """Register a function as a dtq task; usable bare (@task) or with options (@task(...))."""
 
@@ -302,6 +285,10 @@ def task(
             ttl=ttl,
             queues=tuple(queues) if queues is not None else None,
             max_priority=max_priority,
+            rate_limit=rate_limit,
+            rate_burst=rate_burst,
+            max_concurrency=max_concurrency,
+            concurrency_key=concurrency_key,
         )
         registry.register(task_obj)
         return task_obj

@@ -5,6 +5,11 @@ one call each, drains them with one real `dtq_worker --burst` process, and print
 (user + sys) per task, commands per task, and usec per call of each command and script.
 
     .venv/bin/python scripts/redis_cost.py [-n 20000] [--concurrency 8] [--bulk 0]
+        [--queue-concurrency N] [--queue-rate 100000/s]
+
+--queue-concurrency / --queue-rate set a limit on the demo queue before the drain: with a
+limit above what the worker runs at once, nothing waits and the figures are the cost of the
+check itself (docs/flow-control.md).
 """
 
 from __future__ import annotations
@@ -176,11 +181,25 @@ def report(phase: str, n: int, cpu: float, cmds: dict[str, Any]) -> None:
         )
 
 
+def set_limits(client: redis.Redis, concurrency: int, rate: str) -> None:
+    """Write the demo queue's limits hash as ops.set_queue_limits would."""
+    sys.path.insert(0, str(ROOT))
+    from dtq.engine.limits import parse_rate
+
+    key = f"{PREFIX}:{{0}}:lim:demo"
+    if concurrency:
+        client.hset(key, "max_concurrency", concurrency)
+    if rate:
+        client.hset(key, "rate", parse_rate(rate).encoded())
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=20000)
     parser.add_argument("--concurrency", type=int, default=8)
     parser.add_argument("--bulk", type=int, default=0, help="submit_many batch size (0: one)")
+    parser.add_argument("--queue-concurrency", type=int, default=0, help="queue limit (0: none)")
+    parser.add_argument("--queue-rate", default="", help="queue rate limit, e.g. 100000/s")
     parser.add_argument(
         "--per-script",
         action="store_true",
@@ -207,6 +226,7 @@ def main() -> None:
             client.config_set("slowlog-max-len", 60 * opts.n + 1000)  # inner commands too
         cpu0, c0 = snapshot(client)
         wall_submit = submit_all(opts.n, opts.bulk, env)
+        set_limits(client, opts.queue_concurrency, opts.queue_rate)
         cpu1, c1 = snapshot(client)
         wall_drain = drain(env, opts.concurrency)
         cpu2, c2 = snapshot(client)

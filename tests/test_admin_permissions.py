@@ -7,7 +7,8 @@ from django.contrib.auth.models import Permission, User
 from django.test import Client
 from django.urls import reverse
 
-from dtq.engine import read_side
+import dtq
+from dtq.engine import read_side, workflows
 from dtq.models import AuditEntry
 from tests.ops_support import dead_letter_by_hand, fail_by_hand
 from tests.testapp import tasks
@@ -50,7 +51,8 @@ def world(dtq_env) -> dict[str, str]:
     assert dead_letter_by_hand(1, "dead") == [dead]
     failed = tasks.record.using(queue_name="other").enqueue().id
     assert fail_by_hand(1, "other") == [failed]
-    return {"queued": queued, "dead": dead, "failed": failed}
+    workflow = dtq.chain(tasks.record.s(1), tasks.record.s()).enqueue().id
+    return {"queued": queued, "dead": dead, "failed": failed, "workflow": workflow}
 
 
 def pages(world: dict[str, str]) -> dict[str, str]:
@@ -62,6 +64,8 @@ def pages(world: dict[str, str]) -> dict[str, str]:
         "task": url("task", world["queued"]),
         "task_live": url("task_live", world["queued"]),
         "dlq": url("dlq") + "?queue=dead",
+        "workflow": url("workflow", world["workflow"]),
+        "workflow_live": url("workflow_live", world["workflow"]),
     }
 
 
@@ -79,6 +83,7 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
         "edit": ("replay", url("task_edit", world["dead"]), {"args": "[]"}),
         "retry": ("replay", url("task_edit", world["failed"]), {"args": "[]"}),
         "run": ("submit", url("run"), {"task": tasks.record.name}),
+        "workflow_cancel": ("cancel", url("workflow_cancel", world["workflow"]), {}),
     }
 
 
@@ -89,6 +94,7 @@ def untouched(world: dict[str, str]) -> bool:
         and read_side.get_task(world["failed"])["state"] == "FAILED"
         and not read_side.queue_overview("tests")["paused"]
         and read_side.dlq_entries("dead")["total"] == 1
+        and workflows.read(world["workflow"]).state == "RUNNING"
         and not AuditEntry.objects.exists()
     )
 
@@ -132,6 +138,7 @@ def test_view_permission_shows_pages_without_any_button(world):
         url("queue_pause", "tests"),
         url("queue_purge", "tests"),
         url("task_cancel", world["queued"]),
+        url("workflow_cancel", world["workflow"]),
         url("dlq_action"),
         url("dlq_purge"),
         'type="checkbox"',
@@ -181,7 +188,7 @@ def test_dlq_purge_needs_the_purge_permission(world):
 
 def test_actions_refuse_get(world):
     client = client_for(*CODENAMES)
-    for name in ("cancel", "pause", "resume"):
+    for name in ("cancel", "pause", "resume", "workflow_cancel"):
         assert client.get(actions(world)[name][1]).status_code == 405, name
     assert client.get(url("dlq_action")).status_code == 405
     # The purge pages answer GET with the confirmation page, which changes nothing.

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dtq.api.requests import MAX_BULK_TASKS
+from dtq.api.inputs import MAX_BULK_TASKS
 from dtq.engine import read_side
 from tests.test_api_support import RECORD, api, assert_error, post  # noqa: F401
 

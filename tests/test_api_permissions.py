@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+
 import pytest
 from rest_framework.test import APIClient
 
@@ -18,6 +20,8 @@ ENDPOINTS = [
     ("view", "GET", "/api/queues/tests/", None),
     ("view", "GET", "/api/dlq/", None),
     ("view", "GET", f"/api/dlq/{TASK}/", None),
+    ("view", "GET", f"/api/workflows/{TASK}/", None),
+    ("cancel", "POST", f"/api/workflows/{TASK}/cancel/", {}),
     ("view", "GET", "/api/workers/", None),
     ("view", "GET", "/api/workers/nobody/", None),
     ("view", "GET", "/api/ready/", None),
@@ -39,6 +43,8 @@ ENDPOINTS = [
     ("purge", "POST", "/api/dlq/purge/", {"queue": "tests", "reason": "r"}),
     ("pause", "POST", "/api/queues/tests/pause/", {}),
     ("pause", "POST", "/api/queues/tests/resume/", {}),
+    ("view", "GET", "/api/queues/tests/limits/", None),
+    ("pause", "PUT", "/api/queues/tests/limits/", {"max_concurrency": 3}),
     ("replay", "POST", "/api/bulk/retry/", {"q": ""}),
     ("replay", "POST", "/api/bulk/retry/start/", {"job": "0" * 32}),
     ("cancel", "POST", "/api/bulk/cancel/", {"q": ""}),
@@ -61,6 +67,8 @@ IDS = [f"{method} {url} needs {action}" for action, method, url, _ in ENDPOINTS]
 
 
 def call(client: APIClient, method: str, url: str, data: object) -> object:
+    if method == "PUT":
+        return client.generic(method, url, json.dumps(data), content_type="application/json")
     if method in ("PATCH", "DELETE"):
         return client.generic(method, url, "{}", content_type="application/json")
     return client.get(url) if method == "GET" else post(client, url, data)
@@ -90,6 +98,7 @@ def test_every_routed_endpoint_is_in_the_matrix(api):  # noqa: F811
         (
             m,
             u.replace(TASK, "{task_id}")
+            .replace("workflows/{task_id}", "workflows/{workflow_id}")
             .replace("/tests/", "/{name}/")
             .replace("/nobody/", "/{worker_id}/")
             .replace("/nojob/", "/{job_id}/"),

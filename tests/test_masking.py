@@ -55,11 +55,11 @@ def test_dtq_status_errors_mask_the_password(settings):
 
 
 def test_checks_mask_a_url_that_is_not_a_redis_url(settings):
-    from dtq.checks import _setting_errors
+    from dtq.checks import check_settings
 
     settings.DTQ = {**settings.DTQ, "REDIS_URL": f"http://u:{PASSWORD}@h/"}
-    messages = " ".join(e.msg for e in _setting_errors())
-    assert "is not a Redis URL" in messages and PASSWORD not in messages
+    messages = " ".join(e.msg for e in check_settings())
+    assert "must be a Redis URL" in messages and PASSWORD not in messages
 
 
 @pytest.mark.slow

@@ -80,8 +80,8 @@ def test_payload_limit_is_inclusive(dtq_env):
     [
         ({"name": "n" * 201}, InvalidTaskError, "task name"),
         ({"name": ""}, InvalidTaskError, "task name"),
-        ({"idempotency_key": "k" * 201}, SubmitError, "idempotency key"),
-        ({"idempotency_key": "bad key"}, SubmitError, "idempotency key"),
+        ({"idempotency_key": "k" * 201}, SubmitError, "idempotency_key"),
+        ({"idempotency_key": "bad key"}, SubmitError, "idempotency_key"),
         ({"delay": 366 * 86400 + 1}, SubmitError, "delay"),
         ({"delay": -1}, SubmitError, "delay"),
         ({"ttl": 0}, InvalidTaskError, "ttl"),

@@ -233,7 +233,7 @@ def test_pages_over_several_queues_give_every_task_once_newest_first(dtq_env):
 
 
 def test_dlq_pages_over_several_queues_give_every_entry_once(dtq_env):
-    dtq_env.configure(READ_BUDGET=50)
+    dtq_env.configure(READ_BUDGET=100)  # the least the checks allow
     for queue, n in (("qa", 7), ("qb", 12), ("qc", 3)):
         submit_bulk(queue, n)
         finish_bulk(queue, n, "fail", batch=4)

@@ -125,7 +125,7 @@ def test_only_failed_tasks_are_retried(dtq_env: Any) -> None:
     ("change", "says"),
     [
         ({"args": [1, 2]}, "arguments do not fit"),
-        ({"priority": 101}, "-100..100"),
+        ({"priority": 101}, "between -100 and 100"),
         ({"queue": "not-accepted"}, "accepts only"),
     ],
 )

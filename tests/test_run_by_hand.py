@@ -50,7 +50,7 @@ def test_a_delay_schedules_the_run(dtq_env: Any) -> None:
         (tasks.record.name, {"args": [1, 2]}, "too many positional"),
         (tasks.record.name, {"kwargs": {"x": 1}}, "unexpected keyword"),
         (tasks.record.name, {"queue": "not-accepted"}, "accepts only"),
-        (tasks.record.name, {"priority": 101}, "-100..100"),
+        (tasks.record.name, {"priority": 101}, "between -100 and 100"),
         (tasks.record.name, {"delay": -1}, "delay must be within"),
     ],
 )

@@ -57,7 +57,7 @@ def test_using_rejects_unknown_options():
 
 
 def test_bad_idempotency_key_is_refused(dtq_env):
-    with pytest.raises(SubmitError, match="idempotency key"):
+    with pytest.raises(SubmitError, match="idempotency_key"):
         tasks.record.using(idempotency_key="has space").enqueue()
 
 

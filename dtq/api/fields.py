@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import UTC, datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ from rest_framework import serializers
 
 from dtq.engine import ids
 from dtq.engine.keys import QUEUE_NAME
+from dtq.options import InvalidOption, naive_message
 
 QUEUE_NAME_MESSAGE = "use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit"
 
@@ -33,6 +35,46 @@ class TaskIdField(serializers.CharField):
         kwargs.setdefault("max_length", 22)
         super().__init__(**kwargs)
         self.validators.append(RegexValidator(ids.ID_PATTERN, "not a dtq task id"))
+
+
+def _checked(check: Callable[[Any], Any], value: Any) -> Any:
+    try:
+        return check(value)
+    except InvalidOption as exc:
+        raise serializers.ValidationError(str(exc)) from None
+
+
+class OptionIntegerField(serializers.IntegerField):
+    """A whole-number task option checked by dtq.options (the message @dtq.task gives)."""
+
+    def __init__(self, check: Callable[[Any], Any], **kwargs: Any) -> None:
+        self.check = check
+        super().__init__(**kwargs)  # min/max stay for the schema; check() speaks first
+
+    def to_internal_value(self, data: Any) -> Any:
+        return _checked(self.check, super().to_internal_value(data))
+
+
+class OptionFloatField(serializers.FloatField):
+    """A numeric task option checked by dtq.options (the message @dtq.task gives)."""
+
+    def __init__(self, check: Callable[[Any], Any], **kwargs: Any) -> None:
+        self.check = check
+        super().__init__(**kwargs)
+
+    def to_internal_value(self, data: Any) -> Any:
+        if isinstance(data, (int, float)) and not isinstance(data, bool):
+            _checked(self.check, data)  # a JSON number: the message shows it as sent
+        return _checked(self.check, super().to_internal_value(data))
+
+
+class AwareDateTimeField(serializers.DateTimeField):
+    """An ISO 8601 datetime with a time zone: a naive one is refused, never taken as local."""
+
+    def enforce_timezone(self, value: datetime) -> datetime:
+        if value.tzinfo is None or value.utcoffset() is None:
+            raise serializers.ValidationError(naive_message(self.field_name or "", value))
+        return super().enforce_timezone(value)
 
 
 @extend_schema_field(OpenApiTypes.DATETIME)

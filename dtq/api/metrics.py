@@ -38,6 +38,8 @@ COUNTERS = {
     "reclaimed": "Attempts reclaimed from dead or stalled workers",
     "stale": "Stale completions rejected by fencing",
     "start_skipped": "Attempts dropped unrun: their lease ran out before the handler started",
+    "limit_waits": "Times a task was held back by a concurrency or rate limit",
+    "limit_woken": "Waiting tasks handed a freed concurrency slot",
 }
 QUEUE_GAUGES = {
     "queued": "Tasks waiting in the queue",
@@ -72,12 +74,44 @@ def _queue_lines(queues: list[read_side.QueueOverview]) -> list[str]:
     text = "Seconds the oldest queued task has waited (0: none waiting)"
     lines += _family("dtq_queue_oldest_waiting_age_seconds", "gauge", text, ages)
     paused = [(f'{{queue="{q["name"]}"}}', int(q["paused"])) for q in queues]
-    return lines + _family("dtq_queue_paused", "gauge", "1 when the queue is paused", paused)
+    lines += _family("dtq_queue_paused", "gauge", "1 when the queue is paused", paused)
+    return lines + _limit_lines(queues)
+
+
+def _limit_lines(queues: list[read_side.QueueOverview]) -> list[str]:
+    """Flow control: each queue's own limit and every limit family's use."""
+    limited = [q for q in queues if q["limits"]["max_concurrency"]]
+    samples = [(f'{{queue="{q["name"]}"}}', q["limits"]["max_concurrency"]) for q in limited]
+    text = "The queue's own max concurrency (queues with one)"
+    lines = _family("dtq_queue_limit_max_concurrency", "gauge", text, samples)
+    families = [row for q in queues for row in read_side.limit_families(q)]
+
+    def labels(row: read_side.LimitFamily) -> str:
+        return f'{{queue="{row["queue"]}",family="{_escape(row["family"])}"}}'
+
+    text = "Concurrency slots held now, per limit family (queue, or task name)"
+    lines += _family(
+        "dtq_limit_slots_held", "gauge", text, [(labels(r), r["held"]) for r in families]
+    )
+    text = "Tasks waiting for a concurrency slot, per limit family"
+    lines += _family(
+        "dtq_limit_waiting", "gauge", text, [(labels(r), r["waiting"]) for r in families]
+    )
+    with_limit = [r for r in families if r["limit"]]
+    text = "Max concurrency of a limit family (per key when the task has a concurrency_key)"
+    return lines + _family(
+        "dtq_limit_max_concurrency", "gauge", text, [(labels(r), r["limit"]) for r in with_limit]
+    )
+
+
+def _escape(value: str) -> str:
+    return value.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")
 
 
 HISTOGRAMS = {
     "wait": ("dtq_task_wait_seconds", "Seconds from enqueue (or retry promotion) to start"),
     "run": ("dtq_task_run_seconds", "Seconds from start to recorded outcome, per attempt"),
+    "limit_wait": ("dtq_task_limit_wait_seconds", "Seconds a task was held back by a limit"),
 }
 
 

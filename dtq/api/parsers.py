@@ -14,7 +14,7 @@ from dtq.conf import dtq_settings
 
 def body_limit() -> int:
     """Return the largest request body the API reads, in bytes."""
-    return int(dtq_settings.API_MAX_BODY_BYTES)
+    return dtq_settings.API_MAX_BODY_BYTES
 
 
 def check_content_length(meta: dict[str, Any]) -> None:

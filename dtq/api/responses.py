@@ -114,7 +114,17 @@ class TaskDetail(TaskSummary):
     timeout = serializers.FloatField(allow_null=True, default=None)
     cancel_requested = serializers.BooleanField(default=False)
     idempotency_key = serializers.CharField(allow_blank=True, default="")
+    workflow = serializers.CharField(
+        allow_blank=True, default="", help_text="the workflow this task is a member of"
+    )
     attempt_runs = AttemptRun(many=True, default=list, help_text="run time of each attempt")
+    waiting = serializers.SerializerMethodField(
+        help_text="why a QUEUED or PENDING task is held back by a limit (flow control), or null"
+    )
+
+    def get_waiting(self, record: dict[str, Any]) -> str | None:
+        held = record.get("state") in ("QUEUED", "PENDING")
+        return (record.get("waiting") or None) if held else None
 
 
 def task_summary(record: dict[str, Any]) -> dict[str, Any]:
@@ -139,6 +149,7 @@ def task_detail(record: dict[str, Any]) -> dict[str, Any]:
         "history": history,
         "errors": [h for h in history if h.get("error")],
         "idempotency_key": record.get("idem") or "",
+        "workflow": payload.get("wf") or "",
     }
 
 
@@ -161,6 +172,21 @@ class ActionResult(serializers.Serializer):
 
     task_id = serializers.CharField()
     outcome = serializers.CharField()
+
+
+class QueueLimits(serializers.Serializer):
+    """A queue's own flow-control limits and their use (docs/flow-control.md)."""
+
+    max_concurrency = serializers.IntegerField(allow_null=True)
+    rate = serializers.CharField(allow_null=True, help_text='e.g. "20/s" or "100/m (burst 5)"')
+    in_use = serializers.IntegerField(help_text="slots of the queue's own limit held now")
+    waiting = serializers.IntegerField(help_text="tasks waiting for the queue's own limit")
+    slots_held = serializers.IntegerField(help_text="every slot held (queue and task limits)")
+    tasks_waiting = serializers.IntegerField(help_text="every task waiting for a slot")
+
+
+class QueueLimitsResult(QueueLimits):
+    queue = serializers.CharField()
 
 
 class Percentiles(serializers.Serializer):
@@ -191,6 +217,7 @@ class QueueSummary(serializers.Serializer):
     dlq = serializers.IntegerField()
     counters = serializers.DictField(child=serializers.IntegerField())
     oldest_waiting_age = serializers.FloatField(allow_null=True)
+    limits = QueueLimits()
     percentiles = QueuePercentiles(source="latency")
 
     def to_representation(self, instance: Any) -> Any:
@@ -392,3 +419,64 @@ class BulkPlan(serializers.Serializer):
     skipped = serializers.DictField(
         child=serializers.IntegerField(), help_text="matching tasks left out, by why"
     )
+
+
+WORKFLOW_STATES = ["RUNNING", "SUCCEEDED", "FAILED", "CANCELLED"]
+MEMBER_STATES = [*STATES, "WAITING"]
+
+
+class WorkflowMember(serializers.Serializer):
+    """One task of a workflow."""
+
+    index = serializers.IntegerField()
+    task_id = serializers.CharField()
+    task = serializers.CharField(source="name")
+    queue_name = serializers.CharField(source="queue")
+    state = serializers.ChoiceField(
+        MEMBER_STATES, help_text="the task's state; WAITING: not submitted yet (inputs missing)"
+    )
+    deps = serializers.ListField(
+        child=serializers.IntegerField(), help_text="members that must finish before this one"
+    )
+    result = Json(allow_null=True)
+    error = ObjectField(allow_null=True)
+
+
+class WorkflowDetail(serializers.Serializer):
+    """A chain, group or chord and its members, in compile order."""
+
+    id = serializers.CharField()
+    state = serializers.ChoiceField(WORKFLOW_STATES)
+    on_failure = serializers.CharField(source="policy")
+    label = serializers.CharField()
+    total = serializers.IntegerField()
+    done = serializers.IntegerField(help_text="members in a final state")
+    failed = serializers.IntegerField(help_text="members whose final state is not SUCCEEDED")
+    created_at = EpochField()
+    updated_at = EpochField()
+    result = Json(allow_null=True, help_text="the workflow's result once it SUCCEEDED")
+    members = WorkflowMember(many=True)
+
+
+class WorkflowActionResult(serializers.Serializer):
+    """What a workflow action did."""
+
+    workflow_id = serializers.CharField()
+    outcome = serializers.CharField()
+
+
+def workflow_detail(workflow: Any) -> dict[str, Any]:
+    """Return a read-side Workflow as the API shows it (times in epoch seconds)."""
+    return {
+        "id": workflow.id,
+        "state": workflow.state,
+        "policy": workflow.policy,
+        "label": workflow.label,
+        "total": workflow.total,
+        "done": workflow.done,
+        "failed": workflow.failed,
+        "created_at": workflow.created_at / 1000 if workflow.created_at else None,
+        "updated_at": workflow.updated_at / 1000 if workflow.updated_at else None,
+        "result": workflow.result,
+        "members": workflow.members,
+    }

@@ -34,6 +34,11 @@ API_SETTINGS = {
     "SWAGGER_UI_FAVICON_HREF": "SIDECAR",
     "REDOC_DIST": "SIDECAR",
     "PATH_CONVERTER_OVERRIDES": {"dtq_task_id": {"type": "string", "pattern": ID_PATTERN.pattern}},
+    # Workflows and their members have state sets of their own beside the tasks' one.
+    "ENUM_NAME_OVERRIDES": {
+        "WorkflowStateEnum": "dtq.api.responses.WORKFLOW_STATES",
+        "MemberStateEnum": "dtq.api.responses.MEMBER_STATES",
+    },
 }
 
 

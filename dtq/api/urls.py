@@ -18,6 +18,7 @@ from dtq.api.views import (
     system,
     tasks,
     workers,
+    workflows,
 )
 from dtq.engine.ids import ID_PATTERN
 
@@ -37,6 +38,7 @@ class TaskIdConverter:
 register_converter(TaskIdConverter, "dtq_task_id")
 app_name = "dtq-api"
 TASK_ID = "<dtq_task_id:task_id>"
+WORKFLOW_ID = "<dtq_task_id:workflow_id>"  # workflow ids have the shape of task ids
 
 urlpatterns = [
     path("tasks/", tasks.TaskCollection.as_view(), name="task-list"),
@@ -50,6 +52,7 @@ urlpatterns = [
     path("queues/<str:name>/", queues.QueueDetailView.as_view(), name="queue-detail"),
     path("queues/<str:name>/pause/", queues.QueuePause.as_view(), name="queue-pause"),
     path("queues/<str:name>/resume/", queues.QueueResume.as_view(), name="queue-resume"),
+    path("queues/<str:name>/limits/", queues.QueueLimitsView.as_view(), name="queue-limits"),
     path("queues/<str:name>/purge/", queues.QueuePurge.as_view(), name="queue-purge"),
     path("dlq/", dlq.DlqCollection.as_view(), name="dlq-list"),
     path("dlq/replay/", dlq.DlqBulkReplay.as_view(), name="dlq-replay-bulk"),
@@ -69,6 +72,12 @@ urlpatterns = [
         for step, view, name in (("", plan, "plan"), ("start/", start, "start"))
     ),
     path("bulk/jobs/<str:job_id>/", bulk_actions.BulkJobDetail.as_view(), name="bulk-job"),
+    path(f"workflows/{WORKFLOW_ID}/", workflows.WorkflowDetailView.as_view(), name="workflow"),
+    path(
+        f"workflows/{WORKFLOW_ID}/cancel/",
+        workflows.WorkflowCancel.as_view(),
+        name="workflow-cancel",
+    ),
     path("workers/", system.WorkerCollection.as_view(), name="worker-list"),
     path("workers/<str:worker_id>/", workers.WorkerDetailView.as_view(), name="worker-detail"),
     path("audit/", system.AuditCollection.as_view(), name="audit-list"),

@@ -45,7 +45,7 @@ def one_connection() -> AbstractContextManager[None]:
 
 def read_alias() -> str:
     """Return the alias to read audit rows from."""
-    return str(dtq_settings.AUDIT_DATABASE or DEFAULT_DB_ALIAS)
+    return dtq_settings.AUDIT_DATABASE or DEFAULT_DB_ALIAS
 
 
 @contextmanager

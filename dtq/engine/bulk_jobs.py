@@ -64,7 +64,7 @@ def _keys() -> Keys:
 
 
 def _limit() -> int:
-    return int(dtq_settings.BULK_REQUEST_LIMIT)
+    return dtq_settings.BULK_REQUEST_LIMIT
 
 
 def _check_action(action: str) -> None:

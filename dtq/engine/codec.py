@@ -22,15 +22,24 @@ def loads(text: str | bytes) -> Any:
 
 
 def encode_payload(
-    args: Sequence[Any], kwargs: dict[str, Any], limit: int, ctx: dict[str, Any] | None = None
+    args: Sequence[Any],
+    kwargs: dict[str, Any],
+    limit: int,
+    ctx: dict[str, Any] | None = None,
+    workflow: str = "",
+    member: int = 0,
 ) -> str:
     """Encode task arguments, refusing what JSON cannot carry or what exceeds limit bytes.
 
-    ctx holds the propagated context values (dtq.propagation), stored only when there are any.
+    ctx holds the propagated context values (dtq.propagation), stored only when there are any;
+    workflow and member name the workflow and place of a member task (the worker reads them
+    to count its outcome there).
     """
     envelope: dict[str, Any] = {"args": list(args), "kwargs": kwargs}
     if ctx:
         envelope["ctx"] = ctx
+    if workflow:
+        envelope["wf"], envelope["wfm"] = workflow, member
     try:
         text = orjson.dumps(envelope)
     except TypeError as exc:

@@ -11,6 +11,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.asyncio as aioredis
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 from redis.backoff import ExponentialBackoff
 from redis.exceptions import ClusterDownError, OutOfMemoryError, ReadOnlyError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -45,8 +47,8 @@ def _options() -> dict[str, Any]:
     # No PING health check: Redis answers PING with MISCONF while a failed save stops writes,
     # which would fail every new connection, reads included; the Retry catches dead sockets.
     return {
-        "socket_timeout": float(dtq_settings.SOCKET_TIMEOUT),
-        "socket_connect_timeout": float(dtq_settings.SOCKET_CONNECT_TIMEOUT),
+        "socket_timeout": dtq_settings.SOCKET_TIMEOUT,
+        "socket_connect_timeout": dtq_settings.SOCKET_CONNECT_TIMEOUT,
         "socket_keepalive": True,
         "health_check_interval": 0,
         "decode_responses": True,
@@ -57,7 +59,7 @@ def redis_url() -> str:
     """Return the Redis URL: REDIS_URL, or the LOCATION of the REDIS_CACHE cache."""
     alias = dtq_settings.REDIS_CACHE
     if not alias:
-        return str(dtq_settings.REDIS_URL)
+        return dtq_settings.REDIS_URL
     from django.conf import settings
 
     location = settings.CACHES[alias]["LOCATION"]
@@ -185,3 +187,9 @@ def reset() -> None:
         client = _clients.pop("sync", None)
     if client is not None:
         client.close()
+
+
+@receiver(setting_changed)
+def _reset_on_change(*, setting: str, **kwargs: Any) -> None:
+    if setting == "DTQ":
+        reset()  # the next client reads the changed URL and timeouts

@@ -46,7 +46,7 @@ def task_queues(task: object) -> list[str]:
     """Return the queues a registered task names: its own, then the alternatives it accepts."""
     inner = getattr(task, "task", None)  # a django.tasks task's registry entry wraps it
     own = getattr(inner if inner is not None else task, "queue_name", None)
-    names = [own] if own else [str(dtq_settings.DEFAULT_QUEUE)]
+    names = [own] if own else [dtq_settings.DEFAULT_QUEUE]
     return names + [q for q in getattr(task, "queues", None) or () if q not in names]
 
 

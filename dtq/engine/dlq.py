@@ -116,7 +116,7 @@ def replay_entries(
             queues,
             _refs(queue, usable),
             target,
-            int(dtq_settings.DEFAULT_MAX_ATTEMPTS),
+            dtq_settings.DEFAULT_MAX_ATTEMPTS,
             [e["entry_id"] for e in usable],
             kept,
         )

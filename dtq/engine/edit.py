@@ -17,7 +17,8 @@ from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
 from dtq.engine.dlq import REPLAYED, replay_entries
 from dtq.engine.errors import InvalidTaskError, NotInDeadLetterQueue, NotRetryable, TaskNotFound
-from dtq.engine.keys import band_of, check_queue_name
+from dtq.engine.keys import band_of
+from dtq.options import check_priority, check_queue
 
 _UNSET: Any = object()
 REPLAY_OK = REPLAYED
@@ -142,17 +143,12 @@ def _checked(name: str, after: dict[str, Any]) -> str:
     if task is None:
         raise InvalidTaskError(f"no task named {name!r} is registered here: nothing to check")
     check_arguments(task, after["args"], after["kwargs"])
-    priority = after["priority"]
-    if isinstance(priority, bool) or not isinstance(priority, int) or not -100 <= priority <= 100:
-        raise InvalidTaskError(f"priority must be an integer in -100..100, got {priority!r}")
-    try:
-        check_queue_name(after["queue"])
-    except ValueError as exc:
-        raise InvalidTaskError(str(exc)) from None
+    priority = check_priority(after["priority"])
+    check_queue(after["queue"])
     allowed = task_queues(task)
     if after["queue"] not in allowed:
         raise InvalidTaskError(f"task {name!r} accepts only the queues: {', '.join(allowed)}")
     check_declared(after["queue"])
-    limit = int(dtq_settings.MAX_PAYLOAD_BYTES)
+    limit = dtq_settings.MAX_PAYLOAD_BYTES
     payload = codec.encode_payload(after["args"], after["kwargs"], limit)  # or PayloadError
     return codec.dumps({"payload": payload, "priority": priority, "band": band_of(priority)})

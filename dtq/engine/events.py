@@ -84,7 +84,7 @@ class EventFeed:
     """Follow one key prefix's lifecycle events with its own asyncio Redis client."""
 
     def __init__(self, prefix: str | None = None, *, poll: float = 5.0) -> None:
-        self.prefix = prefix or str(dtq_settings.KEY_PREFIX)
+        self.prefix = prefix or dtq_settings.KEY_PREFIX
         self.poll = poll
         self.last_id = ORIGIN
         self._stream = _keys(self.prefix).events
@@ -117,7 +117,7 @@ class EventFeed:
     async def next(self) -> Batch:
         """Return the events after last_id, waiting up to `poll` seconds for some to arrive."""
         # The block must end before the client's socket timeout (BLOCK_TIMEOUT is below it).
-        wait = min(float(self.poll), float(dtq_settings.BLOCK_TIMEOUT))
+        wait = min(float(self.poll), dtq_settings.BLOCK_TIMEOUT)
         entries = await self._client.xread(
             {self._stream: self.last_id}, count=READ_BATCH, block=max(int(wait * 1000), 1)
         )

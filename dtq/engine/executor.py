@@ -49,6 +49,8 @@ class Attempt:
     retry: str = field(metadata={"claim": str})
     idem: str = field(metadata={"claim": str})
     queue: str = ""
+    workflow: str = ""  # the workflow this task is a member of ('' for none)
+    workflow_member: int = 0  # and its index there
     started_at: float = field(default_factory=time.time)
     cancel: threading.Event = field(default_factory=threading.Event)
     # Past this instant on the lease clock (dtq.engine.clock) the handler must not start.

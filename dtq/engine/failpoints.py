@@ -24,6 +24,7 @@ NAMES = frozenset(
         "worker.before_handler",
         "worker.after_handler",
         "worker.after_finalize",
+        "worker.before_workflow_advance",
         "scheduler.after_promote",
         "reaper.after_reclaim",
         "idempotency.after_fn",

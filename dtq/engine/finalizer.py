@@ -10,7 +10,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, gateway
+from dtq.engine import failpoints, gateway, workflows
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, Outcome, has_finished_hook, report_finished
 from dtq.engine.keys import Keys
@@ -47,7 +47,7 @@ class Finalizer:
     def add(self, att: Attempt, outcome: Outcome) -> None:
         """Queue an outcome; flush at once when it starts a batch or fills one."""
         self.outbox.append((att, outcome))
-        if len(self.outbox) >= int(dtq_settings.FINALIZE_BATCH) or len(self.outbox) == 1:
+        if len(self.outbox) >= dtq_settings.FINALIZE_BATCH or len(self.outbox) == 1:
             self._flush_now.set()
 
     def flush_soon(self) -> None:
@@ -56,7 +56,7 @@ class Finalizer:
 
     async def loop(self) -> None:
         """Flush when told to until cancelled; Redis errors keep the outcomes for the next try."""
-        pause = float(dtq_settings.FINALIZE_FLUSH_MS) / 1000
+        pause = dtq_settings.FINALIZE_FLUSH_MS / 1000
         backoff = 0.05
         while True:
             await self._flush_now.wait()
@@ -75,7 +75,7 @@ class Finalizer:
     async def flush(self) -> None:
         """Record every outcome in the outbox, a batch per call."""
         while self.outbox:
-            batch = self.outbox[: int(dtq_settings.FINALIZE_BATCH)]
+            batch = self.outbox[: dtq_settings.FINALIZE_BATCH]
             ran = [pair for pair in batch if pair[1].kind != "skip"]
             if len(ran) < len(batch):
                 await self._skip([pair for pair in batch if pair[1].kind == "skip"])
@@ -100,7 +100,7 @@ class Finalizer:
 
     def _worth_waiting(self) -> bool:
         """Wait for more outcomes only while other handlers run and the batch has room."""
-        return self._runner.running > 0 and len(self.outbox) < int(dtq_settings.FINALIZE_BATCH)
+        return self._runner.running > 0 and len(self.outbox) < dtq_settings.FINALIZE_BATCH
 
     async def _skip(self, batch: list[tuple[Attempt, Outcome]]) -> None:
         """Record attempts dropped unrun and give back those still ours (skip.lua)."""
@@ -119,6 +119,13 @@ class Finalizer:
             self._caller, self._keys, batch, bool(dtq_settings.DLQ_ENABLED), self._worker_id
         )
         self._report_finished(batch, decided)
+        wf_ids = list(dict.fromkeys(att.workflow for att, _ in batch if att.workflow))
+        if wf_ids:
+            # finalize counted the members; submit what became ready (the reaper does it for
+            # a workflow left due if this process dies first).
+            if failpoints.ACTIVE:
+                failpoints.hit("worker.before_workflow_advance")
+            await asyncio.to_thread(workflows.advance_all, wf_ids)
         for (att, _), decision in zip(batch, decided, strict=True):
             if not decision.applied:
                 log.warning(

@@ -122,9 +122,22 @@ def _call(client: Any, name: str, call: Call) -> Any:
     return call_script(client, script(name), *call)
 
 
-def _build(keys: Keys, queues: Sequence[str], refs: Iterable[TaskRef], *args: Any) -> Call:
-    key_list, header = layout.build(keys, queues, refs)
-    return key_list, [*header, *args]
+def _build(
+    keys: Keys,
+    queues: Sequence[str],
+    refs: Iterable[TaskRef],
+    *args: Any,
+    places: Sequence[tuple[str, int]] = (),
+) -> Call:
+    """Lay out a call; places (workflow id, member) per task add lib.lua's workflow blocks.
+
+    The workflow trailer (layout.workflow_trailer) goes after args, so a script that counts
+    members reads it last; without workflows it is one 0, or nothing when places is empty.
+    """
+    workflows = list(dict.fromkeys(w for w, _ in places if w))
+    key_list, header = layout.build(keys, queues, refs, workflows)
+    trailer = layout.workflow_trailer(workflows, places) if workflows else []
+    return key_list, [*header, *args, *trailer]
 
 
 # ----- submit ------------------------------------------------------------------------------
@@ -203,7 +216,8 @@ async def finalize(
     queues, refs, args = _batch(
         keys, batch, lambda _, out: [out.kind, out.data, out.history, out.delay_ms]
     )
-    call = _build(keys, queues, refs, "1" if use_dlq else "0", worker_id, *args)
+    places = [(att.workflow, att.workflow_member) for att, _ in batch]
+    call = _build(keys, queues, refs, "1" if use_dlq else "0", worker_id, *args, places=places)
     return DECIDED.decode(await caller.script(script("finalize"), *call))
 
 
@@ -264,10 +278,20 @@ def _tasks_by_queue(refs: Sequence[TaskRef]) -> tuple[list[str], list[Any]]:
     return queues, pairs
 
 
-def reclaim(client: Any, keys: Keys, refs: Sequence[TaskRef], use_dlq: bool) -> Reclaimed:
-    """Requeue (or dead-letter) these RUNNING tasks whose lease ran out."""
+def reclaim(
+    client: Any,
+    keys: Keys,
+    refs: Sequence[TaskRef],
+    use_dlq: bool,
+    places: Sequence[tuple[str, int]] = (),
+) -> Reclaimed:
+    """Requeue (or dead-letter) these RUNNING tasks whose lease ran out.
+
+    places: each task's (workflow id, member index), ('', 0) for none: a member dead-lettered
+    here is counted in its workflow in the same call.
+    """
     queues, pairs = _tasks_by_queue(refs)
-    call = _build(keys, queues, refs, "1" if use_dlq else "0", *pairs)
+    call = _build(keys, queues, refs, "1" if use_dlq else "0", *pairs, places=places)
     return Reclaimed(*(int(v) for v in _call(client, "reclaim", call)))
 
 
@@ -312,10 +336,13 @@ class CancelResult(NamedTuple):
     detail: str
 
 
-def cancel(client: Any, keys: Keys, ref: TaskRef, reason: str) -> CancelResult:
-    """Cancel one task of ref.queue (see CancelResult)."""
+def cancel(
+    client: Any, keys: Keys, ref: TaskRef, reason: str, place: tuple[str, int] | None = None
+) -> CancelResult:
+    """Cancel one task of ref.queue (see CancelResult); place: its (workflow id, member)."""
     token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
-    reply = _call(client, "cancel", _build(keys, [ref.queue], [ref], reason, token))
+    call = _build(keys, [ref.queue], [ref], reason, token, places=[place] if place else ())
+    reply = _call(client, "cancel", call)
     return CancelResult(str(reply[0]), str(reply[1]) if len(reply) > 1 else "")
 
 
@@ -324,6 +351,23 @@ def pause(client: Any, keys: Keys, queue: str, paused: bool, reason: str) -> boo
     token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
     call = _build(keys, [queue], (), "1" if paused else "0", reason, token)
     return bool(_call(client, "pause", call))
+
+
+class LimitsSet(NamedTuple):
+    """limits.lua's answer: the queue's own concurrency limit's waiters and slots after it."""
+
+    waiting: int
+    held: int
+
+
+def set_limits(
+    client: Any, keys: Keys, queue: str, max_concurrency: int | None, rate: str, change: bool
+) -> LimitsSet:
+    """Set a queue's limits (rate: Rate.encoded() or '') and wake waiters there is room for."""
+    conc = "" if max_concurrency is None else max_concurrency
+    call = _build(keys, [queue], (), conc, rate, "1" if change else "0")
+    waiting, held = _call(client, "limits", call)
+    return LimitsSet(int(waiting), int(held))
 
 
 def replay(
@@ -463,3 +507,41 @@ def periodic_resume(client: Any, keys: Keys, name: str, log_length: int, reason:
     """Resume a paused schedule from now on; False if it was not paused."""
     call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason])
     return bool(_call(client, "periodic_resume", call))
+
+
+# ----- workflows ---------------------------------------------------------------------------
+
+
+class WorkflowSynced(NamedTuple):
+    """workflow_sync.lua's answer: the workflow's state, ready members, due entry moved."""
+
+    state: str
+    ready: int
+    moved: bool
+
+
+def workflow_sync(
+    client: Any,
+    keys: Keys,
+    workflow_id: str,
+    members: Sequence[tuple[int, str, str]],
+    seen: float | None,
+    next_ms: int,
+    refused: dict[str, str] | None = None,
+) -> WorkflowSynced:
+    """Count members' final states (member, task id, queue) in their workflow; see the script.
+
+    seen: the due score the caller read (None: leave the due entry alone); refused maps task
+    ids never submitted to their error JSON.
+    """
+    queues: list[str] = []
+    refs, args = [], []
+    for _, task_id, queue in members:
+        args += [layout.queue_index(queues, queue), task_id, (refused or {}).get(task_id, "")]
+        refs.append(TaskRef(task_id, queue))
+    seen_arg = "" if seen is None else str(int(seen))
+    # No members: one place still names the workflow block (the script reads no task then).
+    places = [(workflow_id, m) for m, _, _ in members] or [(workflow_id, 0)]
+    call = _build(keys, queues, refs, seen_arg, next_ms, *args, places=places)
+    state, ready, moved = _call(client, "workflow_sync", call)
+    return WorkflowSynced(str(state), int(ready), bool(moved))

@@ -46,7 +46,7 @@ class Heartbeat:
 
     async def loop(self) -> None:
         """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
-        interval = float(dtq_settings.HEARTBEAT_INTERVAL)
+        interval = dtq_settings.HEARTBEAT_INTERVAL
         while True:
             try:
                 await self.beat()
@@ -69,7 +69,7 @@ class Heartbeat:
         pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self._keys.workers, {self._worker_id: now})
         pipe.hset(self._keys.worker(self._worker_id), mapping=self._describe(now))
-        pipe.expire(self._keys.worker(self._worker_id), int(dtq_settings.RETENTION))
+        pipe.expire(self._keys.worker(self._worker_id), dtq_settings.RETENTION)
         await pipe.execute()
 
     async def deregister(self) -> None:

@@ -62,6 +62,18 @@ class Keys:
     def dlq(self, queue: str) -> str:
         return self._k(f"dlq:{queue}")
 
+    def limits(self, queue: str) -> str:
+        return self._k(f"lim:{queue}")
+
+    def limit_held(self, queue: str) -> str:
+        return self._k(f"lim:{queue}:held")
+
+    def limit_wait(self, queue: str) -> str:
+        return self._k(f"lim:{queue}:wait")
+
+    def limit_rate(self, queue: str) -> str:
+        return self._k(f"lim:{queue}:rate")
+
     def idempotency(self, queue: str, key: str) -> str:
         return self._k(f"idem:{queue}:{key}")
 
@@ -119,3 +131,13 @@ class Keys:
 
     def bulk_job(self, job_id: str) -> str:
         return self._k(f"bulkjob:{job_id}")
+
+    def workflow(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}")
+
+    def workflow_ready(self, workflow_id: str) -> str:
+        return self._k(f"wf:{workflow_id}:ready")
+
+    @property
+    def workflows_due(self) -> str:
+        return self._k("wfdue")

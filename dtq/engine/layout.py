@@ -43,10 +43,16 @@ def _shared_keys(keys: Keys, minute: int) -> tuple[str, ...]:
 
 @functools.lru_cache(maxsize=4096)
 def queue_block(keys: Keys, queue: str) -> tuple[str, ...]:
-    """Return the fourteen keys of one queue, in lib.lua order (cached: the hot paths)."""
+    """Return the eighteen keys of one queue, in lib.lua order (cached: the hot paths)."""
     block = [keys.index(queue, state) for state in STATE_ORDER]
     block += [keys.stats(queue), keys.dlq(queue)]
     block += [keys.stream(queue, band) for band in BANDS]
+    block += [
+        keys.limits(queue),
+        keys.limit_held(queue),
+        keys.limit_wait(queue),
+        keys.limit_rate(queue),
+    ]
     return tuple(block)
 
 
@@ -56,24 +62,49 @@ def task_block(keys: Keys, ref: TaskRef) -> list[str]:
     return [keys.task(ref.id), keys.result(ref.id), idem]
 
 
+def workflow_block(keys: Keys, workflow_id: str) -> list[str]:
+    """Return the three keys of one workflow, in lib.lua order (after every task block)."""
+    return [keys.workflow(workflow_id), keys.workflow_ready(workflow_id), keys.workflows_due]
+
+
+def workflow_trailer(
+    workflows: Sequence[str], per_task: Sequence[tuple[str, int]]
+) -> list[str | int]:
+    """Return the ARGV trailer lib.lua's wf_args reads: the workflows, then each task's place.
+
+    per_task gives each task block's (workflow id, member index); ('', 0) outside any workflow.
+    """
+    if not workflows:
+        return [0]
+    places = [
+        field for w, m in per_task for field in ((workflows.index(w) + 1, m) if w else (0, 0))
+    ]
+    return [len(workflows), *workflows, *places]
+
+
 def build(
-    keys: Keys, queues: Sequence[str], tasks: Iterable[TaskRef] = ()
+    keys: Keys,
+    queues: Sequence[str],
+    tasks: Iterable[TaskRef] = (),
+    workflows: Sequence[str] = (),
 ) -> tuple[list[str], list[str | int]]:
-    """Return (KEYS, ARGV header) for a call over these queues and tasks."""
+    """Return (KEYS, ARGV header) for a call over these queues, tasks and workflows."""
     task_list = list(tasks)
     key_list = shared_keys(keys)
     for queue in queues:
         key_list += queue_block(keys, queue)
     for ref in task_list:
         key_list += task_block(keys, ref)
+    for workflow_id in workflows:
+        key_list += workflow_block(keys, workflow_id)
     s = dtq_settings
     header: list[str | int] = [
         len(queues),
         len(task_list),
-        int(s.EVENT_STREAM_MAXLEN),
-        int(s.RETENTION),
-        int(s.RESULT_TTL),
-        int(s.IDEMPOTENCY_TTL),
+        s.EVENT_STREAM_MAXLEN,
+        s.RETENTION,
+        s.RESULT_TTL,
+        s.IDEMPOTENCY_TTL,
         GROUP,
         *queues,
     ]

@@ -5,13 +5,13 @@ from __future__ import annotations
 from datetime import timedelta
 from typing import Any
 
-from dtq.conf import dtq_settings
 from dtq.engine import registry
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import task_queues
 from dtq.engine.edit import check_arguments, signature
 from dtq.engine.errors import InvalidTaskError
 from dtq.engine.submit import submit
+from dtq.options import check_delay, check_priority
 
 
 def catalogue() -> list[dict[str, Any]]:
@@ -50,14 +50,10 @@ def run_by_hand(
         if queue not in allowed:
             raise InvalidTaskError(f"task {name!r} accepts only the queues: {', '.join(allowed)}")
         report.queue = queue
-        if isinstance(priority, bool) or not isinstance(priority, (int, type(None))):
-            raise InvalidTaskError(f"priority must be an integer in -100..100, got {priority!r}")
-        if not 0 <= delay <= float(dtq_settings.MAX_DELAY):
-            raise InvalidTaskError(f"delay must be within 0..{dtq_settings.MAX_DELAY} s")
         options: dict[str, Any] = {"queue_name": queue}
         if priority is not None:
-            options["priority"] = priority
-        if delay:
+            options["priority"] = check_priority(priority)
+        if check_delay(delay):
             options["run_after"] = timedelta(seconds=delay)
         accepted = submit(task.using(**options).submission(tuple(args), kwargs))
         report.task_id = accepted.id

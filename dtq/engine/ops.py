@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, gateway, ids, layout, read_side
+from dtq.engine import cursors, gateway, ids, layout, limits, read_side, workflows
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
@@ -44,15 +44,18 @@ __all__ = [
     "PurgePreview",
     "PurgeResult",
     "cancel",
+    "cancel_workflow",
     "discard",
     "discard_many",
     "pause_queue",
     "preview_purge",
     "purge_dlq",
     "purge_queue",
+    "queue_limits",
     "replay",
     "replay_many",
     "resume_queue",
+    "set_queue_limits",
 ]
 
 CANCEL_ATTEMPTS = 3  # a task replayed into another queue mid-cancel is looked up again
@@ -115,12 +118,16 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
-        queue, idem = client.hmget(keys.task(task_id), "queue", "idem")
+        queue, idem, payload = client.hmget(keys.task(task_id), "queue", "idem", "payload")
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         report.queue = queue
+        workflow_id, member = workflows.member_of(payload or "")
         ref = layout.TaskRef(task_id, queue, idem or "")
-        kind, detail = gateway.cancel(client, keys, ref, reason)
+        place = (workflow_id, member) if workflow_id else None
+        kind, detail = gateway.cancel(client, keys, ref, reason, place)
+        if workflow_id and kind == "cancelled":
+            workflows.advance_all([workflow_id])  # a dependent may be ready (policy continue)
         if kind == "finished":
             raise TaskAlreadyFinished(task_id, detail)
         if kind == "missing":
@@ -128,6 +135,22 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
         if kind != "moved":
             return kind
     raise DtqError(f"task {task_id} keeps moving between queues; try again")
+
+
+def cancel_workflow(workflow_id: str, *, actor: Actor, reason: str = "") -> str:
+    """Cancel a workflow: nothing more starts, waiting and running members are cancelled.
+
+    Return the state it had: RUNNING or FAILED (cancelled now), or SUCCEEDED / CANCELLED
+    (nothing done). Raises WorkflowNotFound.
+    """
+    reason = _reason(reason)
+    workflows.check_id(workflow_id)
+    with audited(actor, "cancel", task_id=workflow_id, reason=reason) as report:
+        report.parameters["workflow"] = workflow_id
+        before = workflows.cancel(workflow_id)
+        report.affected = 1 if before in ("RUNNING", "FAILED") else 0
+        report.parameters["outcome"] = before
+        return before
 
 
 # ----- pause / resume --------------------------------------------------------------------
@@ -154,6 +177,69 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
         if not changed:
             report.detail = f"queue was already {'paused' if paused else 'running'}"
         return bool(changed)
+
+
+# ----- flow control ----------------------------------------------------------------------
+
+UNSET: Any = object()  # a limit the caller leaves as it is
+
+
+def set_queue_limits(
+    queue: str,
+    *,
+    actor: Actor,
+    max_concurrency: int | None = UNSET,
+    rate: str | None = UNSET,
+    burst: int | None = None,
+    reason: str = "",
+) -> read_side.QueueLimits:
+    """Set or clear (None) a queue's own concurrency and rate limits; return them after.
+
+    Waiters the new concurrency limit has room for are woken (all of them when it is cleared).
+    Bad values raise InvalidOperation, before the audit row, naming what is wrong.
+    """
+    reason = _reason(reason)
+    _queue(queue)
+    current = read_side.queue_overview(queue)["limits"]
+    conc = current["max_concurrency"] if max_concurrency is UNSET else max_concurrency
+    try:
+        conc = None if conc is None else limits.check_concurrency(conc)
+        if rate is UNSET:
+            encoded = _current_rate(queue) if burst is None else _rebursted(queue, burst)
+        else:
+            encoded = "" if rate is None else limits.parse_rate(rate, burst).encoded()
+    except ValueError as exc:
+        raise InvalidOperation(str(exc)) from None
+    params = {"max_concurrency": conc, "rate": read_side.rate_text(encoded)}
+    with audited(actor, "queue_limit", queue=queue, reason=reason, parameters=params) as report:
+        if queue not in read_side.queue_names():
+            _target(queue)
+        change = True
+        for _ in range(1000):  # each call wakes a bounded number of waiters
+            after = gateway.set_limits(get_client(), _keys(), queue, conc, encoded, change)
+            change = False
+            if not after.waiting or (conc is not None and after.held >= conc):
+                break
+        report.affected = 1
+    return read_side.queue_overview(queue)["limits"]
+
+
+def queue_limits(queue: str) -> read_side.QueueLimits:
+    """Return a queue's own limits and their use (a read: no audit row)."""
+    return read_side.queue_overview(_queue(queue))["limits"]
+
+
+def _current_rate(queue: str) -> str:
+    rate = get_client().hget(_keys().limits(queue), "rate")
+    return str(rate or "")
+
+
+def _rebursted(queue: str, burst: int) -> str:
+    rate = _current_rate(queue)
+    if not rate:
+        raise ValueError("burst needs a rate: give the rate too")
+    count, period, _ = rate.split("|")
+    return limits.Rate(int(count), int(period), limits.check_burst(burst)).encoded()
 
 
 # ----- DLQ -------------------------------------------------------------------------------

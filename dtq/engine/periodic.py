@@ -40,6 +40,10 @@ class Periodic:
 
     def interval(self) -> float:
         """Return how long to wait before the next pass."""
+        return self.longest_sleep()
+
+    def longest_sleep(self) -> float:
+        """Return the longest wait between two passes (its role's *_INTERVAL setting)."""
         return 1.0
 
     def run_once(self) -> Any:
@@ -67,10 +71,11 @@ class Periodic:
         self.log.info("%s stopped process_id=%s", self.role, self.process_id)
 
     def _beat(self) -> None:
-        # The process key expires by itself when we die; the per-role zset is the index the
-        # read side lists (no SCAN), pruned here so it only holds the last hour of processes.
+        # The process key expires by itself when we die (three missed passes of this role);
+        # the per-role zset is the index the read side lists (no SCAN), pruned here so it only
+        # holds the last hour of processes.
         now = time.time()
-        ttl = max(int(3 * float(dtq_settings.REAPER_INTERVAL) + 5), 10)
+        ttl = max(int(3 * self.longest_sleep() + 5), 10)
         registry = self.keys.processes(self.role)
         pipe = self.client.pipeline(transaction=False)
         pipe.set(self.keys.process(self.role, self.process_id), now, ex=ttl)

@@ -51,6 +51,8 @@ COUNTERS = (
     "replayed",
     "discarded",
     "purged",
+    "limit_waits",  # flow control: a task held back by a limit (engine/lua/lib.lua's admit)
+    "limit_woken",  # flow control: a waiter handed a freed slot
 )
 
 # Upper bounds (ms) of the latency histogram buckets in a queue's stats hash (lib.lua observe()).

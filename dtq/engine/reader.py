@@ -9,7 +9,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, gateway
+from dtq.engine import clock, gateway, workflows
 from dtq.engine.direct import AsyncCaller, pack
 from dtq.engine.executor import Attempt, start_by
 from dtq.engine.keys import BANDS, GROUP, Keys
@@ -47,7 +47,7 @@ class Reader:
         never by cancelling it: a cancelled read could drop entries Redis handed it.
         """
         streams = watch
-        block_ms = int(float(dtq_settings.BLOCK_TIMEOUT) * 1000)
+        block_ms = int(dtq_settings.BLOCK_TIMEOUT * 1000)
         read = pack(
             *("XREADGROUP", "GROUP", GROUP, self._worker_id, "COUNT", capacity, "BLOCK", block_ms),
             *("STREAMS", *streams, *([">"] * len(streams))),
@@ -79,6 +79,7 @@ class Reader:
             raise
         for att in attempts:
             att.lease_until = start_by(sent, lease)
+            att.workflow, att.workflow_member = workflows.member_of(att.payload)
         return attempts
 
     async def claim_unclaimed(self) -> list[Attempt]:

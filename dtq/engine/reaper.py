@@ -8,7 +8,7 @@ from typing import Any
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import dlq, failpoints, gateway, layout
+from dtq.engine import dlq, failpoints, gateway, layout, workflows
 from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP
 from dtq.engine.layout import STATE_ORDER
@@ -33,8 +33,9 @@ class Reaper(Periodic):
         self.last_retention = 0.0
         self.forget_after = ""  # the undeclared queue the last sweep stopped at
 
-    def interval(self) -> float:
-        return float(dtq_settings.REAPER_INTERVAL)
+    def longest_sleep(self) -> float:
+        """Return REAPER_INTERVAL: the reaper sleeps that long between passes."""
+        return dtq_settings.REAPER_INTERVAL
 
     def run_once(self) -> int:
         """Do one pass of every duty; return how many tasks or entries were settled."""
@@ -43,6 +44,7 @@ class Reaper(Periodic):
         settled = self.reclaim_expired_leases()
         settled += self.settle_dead_consumers()
         settled += self.sweep_idle_entries()
+        settled += workflows.advance_due(self.keys)  # workflows left due by a dead process
         if time.monotonic() - self.last_retention > RETENTION_EVERY:
             self.apply_retention()
             self.last_retention = time.monotonic()
@@ -75,11 +77,14 @@ class Reaper(Periodic):
 
     def reclaim_expired_leases(self) -> int:
         """Requeue (or dead-letter) RUNNING tasks whose lease ran out."""
-        ids = self.due(self.keys.running, int(dtq_settings.REAPER_BATCH))
+        ids = self.due(self.keys.running, dtq_settings.REAPER_BATCH)
         if not ids:
             return 0
         refs = self.task_refs(ids)
-        requeued, dead, _ = gateway.reclaim(self.client, self.keys, refs, self.use_dlq)
+        places = workflows.places_of(self.keys, ids)  # a member dead-lettered here is counted there
+        requeued, dead, _ = gateway.reclaim(self.client, self.keys, refs, self.use_dlq, places)
+        if dead and any(w for w, _ in places):  # stop or go on at once
+            workflows.advance_due(self.keys, stale_ms=0)
         if requeued or dead:
             self.log.info("reclaimed lost attempts requeued=%s dead_lettered=%s", requeued, dead)
         if failpoints.ACTIVE:
@@ -131,8 +136,8 @@ class Reaper(Periodic):
 
     def sweep_idle_entries(self) -> int:
         """Backstop: settle entries pending longer than VISIBILITY_TIMEOUT, whoever holds them."""
-        idle_ms = int(float(dtq_settings.VISIBILITY_TIMEOUT) * 1000)
-        batch = int(dtq_settings.REAPER_BATCH)
+        idle_ms = int(dtq_settings.VISIBILITY_TIMEOUT * 1000)
+        batch = dtq_settings.REAPER_BATCH
         settled = 0
         for queue, band, stream in self._streams(self._known_queues()):
             if not self.client.exists(stream):
@@ -178,8 +183,8 @@ class Reaper(Periodic):
     def apply_retention(self) -> None:
         """Drop index entries of terminal tasks past retention, and DLQ entries past theirs."""
         now = time.time()
-        cutoff_ms = int((now - float(dtq_settings.RETENTION)) * 1000)
-        dlq_cutoff = int((now - float(dtq_settings.DLQ_RETENTION)) * 1000)
+        cutoff_ms = int((now - dtq_settings.RETENTION) * 1000)
+        dlq_cutoff = int((now - dtq_settings.DLQ_RETENTION) * 1000)
         queues = self._known_queues()
         pipe = self.client.pipeline(transaction=False)
         for queue in queues:

@@ -31,7 +31,7 @@ class Scheduler(Periodic):
 
     def promote(self) -> int:
         """Promote up to SCHEDULER_BATCH due tasks; return how many were handled."""
-        batch = int(dtq_settings.SCHEDULER_BATCH)
+        batch = dtq_settings.SCHEDULER_BATCH
         due = self.due(self.keys.schedule, batch)
         if not due:
             return 0
@@ -41,9 +41,13 @@ class Scheduler(Periodic):
         self.log.debug("promoted=%s expired=%s dropped=%s", promoted, expired, dropped)
         return len(due) if len(due) == batch else 0
 
+    def longest_sleep(self) -> float:
+        """Return SCHEDULER_INTERVAL: the scheduler never sleeps longer between passes."""
+        return dtq_settings.SCHEDULER_INTERVAL
+
     def interval(self) -> float:
         """Sleep until the next member or slot is due, but never longer than SCHEDULER_INTERVAL."""
-        limit = float(dtq_settings.SCHEDULER_INTERVAL)
+        limit = self.longest_sleep()
         slot = self.firing.seconds_to_next()
         if slot is not None:
             limit = min(limit, max(slot, 0.005))

@@ -36,6 +36,8 @@ NAMES = (
     "op_renew",
     "op_finish",
     "progress",
+    "limits",
+    "workflow_sync",
 )
 # Standalone scripts: one schedule's state hash, none of lib.lua's layout.
 STANDALONE = ("periodic_claim", "periodic_commit", "periodic_resume")

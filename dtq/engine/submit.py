@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import re
 import secrets
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -24,9 +23,19 @@ from dtq.engine.errors import (
     QueueFull,
     SubmitError,
 )
-from dtq.engine.keys import Keys, band_of, check_queue_name
+from dtq.engine.keys import Keys, band_of
+from dtq.options import (
+    TaskOptions,
+    check_delay,
+    check_idempotency_key,
+    check_jitter,
+    check_max_attempts,
+    check_priority,
+    check_queue,
+    check_seconds,
+    delay_of,
+)
 
-IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MAX_NAME_LENGTH = 200
 
 
@@ -46,6 +55,35 @@ class Submission:
     retry: dict[str, float] = field(default_factory=dict)
     idempotency_key: str | None = None
     task_id: str | None = None  # an id chosen beforehand (enqueue on commit returns it early)
+    limits: str = ""  # the record's flow-control 'lim' field (engine/limits.py); '' = none
+    workflow: str = ""  # the workflow this task is a member of (dtq.engine.workflows)
+    workflow_member: int = 0  # its index among the workflow's members
+
+    @classmethod
+    def of(
+        cls,
+        name: str,
+        options: TaskOptions,
+        args: Sequence[Any],
+        kwargs: dict[str, Any],
+        task_id: str | None = None,
+    ) -> Submission:
+        """Return the submission of one run: the task's checked options, else DTQ's defaults."""
+        s = dtq_settings
+        return cls(
+            name=name,
+            queue=options.queue_name or s.DEFAULT_QUEUE,
+            args=args,
+            kwargs=kwargs,
+            priority=options.priority,
+            max_attempts=options.max_attempts or s.DEFAULT_MAX_ATTEMPTS,
+            delay=delay_of(options.run_after),
+            ttl=options.ttl,
+            timeout=s.DEFAULT_TIMEOUT if options.timeout is None else options.timeout,
+            retry=options.retry(),
+            idempotency_key=options.idempotency_key,
+            task_id=task_id,
+        )
 
 
 @dataclass(frozen=True, slots=True)
@@ -59,38 +97,32 @@ class Accepted:
 
 
 def validate(sub: Submission) -> None:
-    """Raise SubmitError or InvalidTaskError when the submission breaks a limit."""
+    """Raise InvalidTaskError (InvalidOption for an option) when a submission breaks a limit."""
     if not sub.name or len(sub.name) > MAX_NAME_LENGTH:
         raise InvalidTaskError(f"task name must be 1-{MAX_NAME_LENGTH} characters")
-    try:
-        check_queue_name(sub.queue)
-    except ValueError as exc:
-        raise InvalidTaskError(str(exc)) from None
+    check_queue(sub.queue)
     check_declared(sub.queue)  # no submission creates a queue
-    if not -100 <= sub.priority <= 100:
-        raise InvalidTaskError(f"priority must be in -100..100, got {sub.priority}")
-    if sub.max_attempts < 1:
-        raise InvalidTaskError(f"max_attempts must be at least 1, got {sub.max_attempts}")
-    if not 0 <= sub.delay <= dtq_settings.MAX_DELAY:
-        raise SubmitError(f"delay must be within 0..{dtq_settings.MAX_DELAY}s, got {sub.delay}")
-    if sub.ttl is not None and sub.ttl <= 0:
-        raise InvalidTaskError(f"ttl must be positive, got {sub.ttl}")
-    if sub.timeout is not None and sub.timeout <= 0:
-        raise InvalidTaskError(f"timeout must be positive, got {sub.timeout}")
+    check_priority(sub.priority)
+    if check_max_attempts(sub.max_attempts) is None:
+        check_max_attempts(0)  # a submission always has a number: None is refused too
+    check_delay(sub.delay)
+    check_seconds("ttl", sub.ttl)
+    check_seconds("timeout", sub.timeout)
+    for part in ("base", "cap"):
+        check_seconds(f"retry_{part}", sub.retry.get(part))
+    check_jitter(sub.retry.get("jitter"))
     if sub.task_id is not None and not ids.is_valid(sub.task_id):
         raise InvalidTaskError(f"task_id is not a dtq id: {sub.task_id!r}")
-    key = sub.idempotency_key
-    if key is not None and not IDEMPOTENCY_KEY.fullmatch(key):
-        raise SubmitError(
-            "idempotency key must be 1-200 characters of letters, digits and _ . : @ / + = -"
-        )
+    check_idempotency_key(sub.idempotency_key)
 
 
 def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
-    """Return the 14 submit.lua fields of one validated submission."""
+    """Return the 15 submit.lua fields of one validated submission."""
     s = dtq_settings
     ctx = propagation.capture()
-    payload = codec.encode_payload(sub.args, sub.kwargs, int(s.MAX_PAYLOAD_BYTES), ctx)
+    payload = codec.encode_payload(
+        sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx, sub.workflow, sub.workflow_member
+    )
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
@@ -109,6 +141,7 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
         sub.idempotency_key or "",
         _fingerprint(sub, payload, ctx) if sub.idempotency_key else "",
         s.max_depth(sub.queue),
+        sub.limits,
     ]
 
 
@@ -116,7 +149,7 @@ def _task_id(sub: Submission) -> tuple[str, int]:
     """Return the submission's task id (chosen now unless given) and its shard."""
     if sub.task_id is not None:
         return sub.task_id, ids.shard_of(sub.task_id)
-    shards = int(dtq_settings.SHARDS)
+    shards = dtq_settings.SHARDS
     shard = 0 if shards <= 1 else secrets.randbelow(shards)
     return ids.new_id(shard), shard
 

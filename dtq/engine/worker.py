@@ -224,7 +224,7 @@ class Worker:
         else:
             # Burst mode with tasks still running, or every queue paused: wait for a slot to
             # free, a stop, or the timeout.
-            await self._sleep_or_poke(float(dtq_settings.BLOCK_TIMEOUT))
+            await self._sleep_or_poke(dtq_settings.BLOCK_TIMEOUT)
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         self._changed.clear()

@@ -139,7 +139,7 @@ MORE_ENTRIES = "One request takes at most {limit} entries: more may remain, run 
 
 def bulk_limit() -> int:
     """Return how many tasks or DLQ entries one admin request may act on."""
-    return int(dtq_settings.BULK_REQUEST_LIMIT)
+    return dtq_settings.BULK_REQUEST_LIMIT
 
 
 def reason_param(request: HttpRequest) -> str:

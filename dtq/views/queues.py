@@ -1,6 +1,8 @@
-"""Queue actions: pause and resume (POST), purge through a confirmation page with a reason."""
+"""Queue actions: pause and resume (POST), limits (a form), purge (a confirmation page)."""
 
 from __future__ import annotations
+
+from typing import Any
 
 from django.contrib import messages
 from django.contrib.admin import AdminSite
@@ -9,7 +11,7 @@ from django.template.response import TemplateResponse
 from django.views.decorators.http import require_POST
 
 from dtq.engine import ops
-from dtq.engine.errors import DtqError
+from dtq.engine.errors import DtqError, InvalidOperation
 from dtq.views.common import (
     MORE_TASKS,
     actor,
@@ -90,3 +92,56 @@ def queue_purge(request: HttpRequest, site: AdminSite, queue: str) -> HttpRespon
         error=error,
     )
     return TemplateResponse(request, "dtq/purge_confirm.html", context)
+
+
+def _limit_values(request: HttpRequest) -> dict[str, Any]:
+    """Read the limits form: an empty field clears its limit."""
+    conc = (request.POST.get("max_concurrency") or "").strip()
+    rate = (request.POST.get("rate") or "").strip()
+    burst = (request.POST.get("burst") or "").strip()
+    if conc and not conc.isdigit():
+        raise InvalidOperation(f"max_concurrency must be a whole number >= 1, got {conc!r}")
+    if burst and not burst.isdigit():
+        raise InvalidOperation(f"burst must be a whole number >= 1, got {burst!r}")
+    return {
+        "max_concurrency": int(conc) if conc else None,
+        "rate": rate or None,
+        "burst": int(burst) if burst and rate else None,
+    }
+
+
+@require("pause")
+def queue_limits(request: HttpRequest, site: AdminSite, queue: str) -> HttpResponse:
+    """Show a queue's limits and their use (GET); change them, audited (POST)."""
+    queue = _queue(queue)
+    error = ""
+    if request.method == "POST":
+        try:
+            values = _limit_values(request)
+            ops.set_queue_limits(
+                queue, actor=actor(request), reason=reason_param(request), **values
+            )
+        except DtqError as exc:
+            error = str(exc)
+        else:
+            messages.success(request, f"Limits of {queue} changed.")
+            return HttpResponseRedirect(admin_url("changelist"))
+    limits = ops.queue_limits(queue)
+    context = page_context(
+        request,
+        site,
+        f"Limits of queue {queue}",
+        tab="overview",
+        queue=queue,
+        limits=limits,
+        error=error,
+        rate_value=_rate_field(queue),
+    )
+    return TemplateResponse(request, "dtq/queue_limits.html", context)
+
+
+def _rate_field(queue: str) -> dict[str, str]:
+    """Return the form's rate and burst as typed ("20/s", "5") for the current limit."""
+    text = ops.queue_limits(queue)["rate"] or ""
+    rate, _, burst = text.partition(" (burst ")
+    return {"rate": rate, "burst": burst.rstrip(")")}

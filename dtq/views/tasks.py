@@ -44,7 +44,7 @@ def _filters(request: HttpRequest, queues: list[str]) -> dict[str, Any]:
     q = (request.GET.get("q") or "").strip()
     queue = queue_param(request.GET.get("queue"))
     if queue is None and not q and "queue" not in request.GET:
-        queue = queues[0] if queues else str(dtq_settings.DEFAULT_QUEUE)
+        queue = queues[0] if queues else dtq_settings.DEFAULT_QUEUE
     return {
         "q": q,
         "queue": queue,  # None: every queue
@@ -151,8 +151,16 @@ def task_detail(request: HttpRequest, site: AdminSite, task_id: str) -> HttpResp
     """Render one task: arguments, result, attempts with tracebacks, timeline, cancel."""
     record = _task_or_404(task_id)
     schedule = schedule_of(str(record.get("idem") or ""))  # a periodic firing links back
+    raw = record.get("payload")
+    workflow = raw.get("wf") if isinstance(raw, dict) else None  # a member links back
     context = page_context(
-        request, site, f"Task {task_id}", tab="tasks", schedule=schedule, **task_context(record)
+        request,
+        site,
+        f"Task {task_id}",
+        tab="tasks",
+        schedule=schedule,
+        workflow=workflow,
+        **task_context(record),
     )
     return TemplateResponse(request, "dtq/task.html", context)
 

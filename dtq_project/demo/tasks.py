@@ -16,6 +16,12 @@ def add(a: int, b: int) -> int:
 
 
 @dtq.task(queue_name="demo")
+def total(values: list[int]) -> int:
+    """Sum a list of numbers (a chord's callback: dtq.chord(group, total.s()))."""
+    return sum(values)
+
+
+@dtq.task(queue_name="demo")
 async def greet(name: str) -> str:
     """Say hello after a short asynchronous pause."""
     await asyncio.sleep(0.05)

@@ -16,8 +16,10 @@ CLASS_OF_NAME = {
     "chaos.flaky": "flaky",
     "chaos.poison": "poison",
     "chaos.crasher": "crasher",
+    "chaos.limited": "limited",
     "chaos.sleep": "slow",
     "chaos.async_sleep": "long",
+    "chaos.gather": "wf_callback",
     "chaos.tick": "periodic",  # fired by the schedulers, not submitted by the load
     "chaos.cron_tick": "periodic",
 }

@@ -21,7 +21,18 @@ from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
 CLOCK_SLACK = 0.05  # seconds: Redis TIME (claim events) against the witness' time.time()
-SUCCESSFUL = {"ordinary", "async", "flaky", "slow", "long", "delayed", "idem", "periodic"}
+SUCCESSFUL = {
+    "ordinary",
+    "async",
+    "flaky",
+    "slow",
+    "long",
+    "delayed",
+    "idem",
+    "periodic",
+    "limited",
+}
+SUCCESSFUL |= {"wf_member", "wf_callback"}
 
 
 @dataclass(slots=True)
@@ -323,6 +334,81 @@ def periodic_slots(d: RunData) -> Check:
     return _check(name, bad, summary)
 
 
+def limit_held(d: RunData) -> Check:
+    """No more 'limited' tasks ran at once than their max_concurrency, and none is left waiting.
+
+    An execution counts from its start to its end, or to the moment its worker was killed or
+    frozen (a frozen worker's attempt is reclaimed after its lease and its slot handed on:
+    that is the design, not an overlap).
+    """
+    from tests.chaos.tasks import LIMITED_CONCURRENCY
+
+    faults: dict[int, list[float]] = defaultdict(list)
+    for fault in d.process_faults:
+        faults[fault.pid].append(fault.t)
+    marks: list[tuple[float, int, str]] = []
+    for tid, runs in d.executions.items():
+        for ex in runs:
+            if ex.cls != "limited":
+                continue
+            stop = min([t for t in faults[ex.pid] if t >= ex.start] + [ex.end or float("inf")])
+            if stop == float("inf"):
+                continue  # no end and no fault seen: nothing to bound it by
+            marks += [(ex.start, 1, tid), (stop, -1, tid)]
+    running: set[str] = set()
+    most, bad = 0, []
+    for t, step, tid in sorted(marks, key=lambda m: (m[0], m[1])):  # ends first at a tie
+        if step > 0:
+            running.add(tid)
+        else:
+            running.discard(tid)
+        most = max(most, len(running))
+        if step > 0 and len(running) > LIMITED_CONCURRENCY:
+            bad.append(f"at {t:.3f}: {sorted(running)} ran at once")
+    left = d.snapshot.get("leftovers", {})
+    waiting = {k: v for k, v in left.items() if k.startswith("limit_")}
+    bad += [f"{name}={n} left after the drain" for name, n in waiting.items() if n]
+    summary = f"most at once={most} (limit {LIMITED_CONCURRENCY}); after the drain {waiting}"
+    return _check("concurrency limit held, nothing left waiting", bad, summary)
+
+
+def workflow_fan_in(d: RunData) -> Check:
+    """Each chord's callback was submitted once, after every member ended, with their results."""
+    stored = d.snapshot.get("workflows", {})
+    submitted: Counter[str] = Counter(
+        e[1] for e in d.snapshot.get("events", []) if e[0] == "TASK_SUBMITTED"
+    )
+    bad, done = [], 0
+    for row in d.submissions:
+        if row["kind"] != "workflow":
+            continue
+        wf, members, callback = stored.get(row["id"]), row["members"], row["callback"]
+        if wf is None:
+            bad.append(f"{row['id']}: no workflow hash")
+            continue
+        header = [d.records.get(m) for m in members]
+        cb = d.records.get(callback)
+        finals = sum(1 for k in wf if k.startswith("s:"))
+        problems = []
+        if wf.get("state") != "SUCCEEDED":
+            problems.append(f"state {wf.get('state')}")
+        if int(wf.get("done", -1)) != len(members) + 1 or finals != len(members) + 1:
+            problems.append(f"done {wf.get('done')} with {finals} final members")
+        if submitted[callback] != 1:
+            problems.append(f"callback submitted {submitted[callback]} times")
+        ends = [int(r["finished_at"]) for r in header if r and r.get("finished_at")]
+        if cb is None or len(ends) != len(members) or int(cb["created_at"]) < max(ends):
+            problems.append("callback submitted before every member ended (or missing)")
+        results = [wf.get(f"r:{i}") for i in range(len(members))]
+        if wf.get(f"r:{len(members)}") != "[" + ",".join(str(r) for r in results) + "]":
+            problems.append("callback result is not the members' results in order")
+        if problems:
+            bad.append(f"{row['id']}: " + "; ".join(problems))
+        else:
+            done += 1
+    return _check("workflow fan-in exact", bad, f"{done} chords fanned in exactly once")
+
+
 def nothing_in_flight(d: RunData) -> Check:
     """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
     left = dict(d.snapshot.get("leftovers", {}))
@@ -387,7 +473,9 @@ CHECKS: list[Callable[[RunData], Check]] = [
     delayed_not_early,
     idempotency,
     periodic_slots,
+    workflow_fan_in,
     nothing_in_flight,
+    limit_held,
     counters_agree,
     workers_resume,
 ]

@@ -24,6 +24,8 @@ DEFAULT_MIX: dict[str, float] = {
     "long": 1.5,
     "delayed": 12,
     "idem": 8,
+    "limited": 8,  # max_concurrency=2 (flow control): the checker verifies the limit held
+    "workflow": 5,  # a chord of 2-12 ordinary members and a gather callback
 }
 
 

@@ -81,6 +81,9 @@ class Load:
         """Draw a class and submit one task of it, logging the answer."""
         cls = self.first.pop() if self.first else self._draw()
         self.n += 1
+        if cls == "workflow":
+            self.submit_workflow()
+            return
         task, args, kwargs, meta = self._build(cls)
         row = self._send(task, args, kwargs, cls=cls, seq=self.n, **meta)
         if row.get("id") and row.get("result") == "ok":
@@ -99,6 +102,9 @@ class Load:
             failures = rng.randint(1, 2)
             task = tasks.flaky.using(max_attempts=failures + 2)
             return task, (failures,), {}, {"max_attempts": failures + 2, "failures": failures}
+        if cls == "limited":
+            seconds = round(rng.uniform(0.05, 0.3), 3)
+            return tasks.limited, (seconds,), {}, {"max_attempts": 3}
         if cls == "poison":
             return tasks.poison, (), {}, {"max_attempts": 3}
         if cls == "crasher":
@@ -115,6 +121,34 @@ class Load:
         key = f"k{self.cfg.seed}-{self.n}"
         task = tasks.ordinary.using(idempotency_key=key)
         return task, (short,), {"key": key}, {"max_attempts": 3, "key": key}
+
+    def submit_workflow(self) -> None:
+        """Enqueue a chord of ordinary members and a gather callback; log it and its members.
+
+        Each member is logged as an accepted submission (class wf_member / wf_callback), so
+        every task check covers it; the workflow row is what workflow_fan_in checks.
+        """
+        size = self.rng.randint(2, 12)
+        seconds = [round(self.rng.uniform(0.01, 0.08), 3) for _ in range(size)]
+        header = dtq.group(tasks.ordinary.s(s) for s in seconds)
+        sent = time.time()
+        try:
+            wf = dtq.chord(header, tasks.gather.s()).enqueue()
+            members = [m.task_id for m in wf.members]
+        except (SubmitError, RedisError) as exc:
+            error = f"{type(exc).__name__}: {exc}"
+            self.submissions.write("submit", sent=sent, cls="workflow", result="error", error=error)
+            return
+        for i, task_id in enumerate(members):
+            cls = "wf_callback" if i == size else "wf_member"
+            args = [seconds[i]] if i < size else []
+            self.submissions.write(
+                "submit", sent=sent, args=args, cls=cls, seq=self.n, max_attempts=3,
+                result="ok", id=task_id, state="QUEUED", workflow=wf.id,
+            )  # fmt: skip
+        self.submissions.write(
+            "workflow", sent=sent, id=wf.id, members=members[:size], callback=members[size]
+        )
 
     def _send(self, task: dtq.Task, args: Any, kwargs: Any, **meta: Any) -> dict[str, Any]:
         sent = time.time()

@@ -44,6 +44,8 @@ def leftovers(client: redis.Redis, keys: Keys) -> dict[str, int]:
     out = {"running": running, "schedule": schedule}
     out.update({f"index_{s.lower()}": n for s, n in zip(NOT_DONE, rest, strict=False)})
     out["stream_entries"] = sum(rest[len(NOT_DONE) :])
+    out["limit_slots_held"] = int(client.zcard(keys.limit_held(QUEUE)))
+    out["limit_waiting"] = int(client.zcard(keys.limit_wait(QUEUE)))
     out["pending"] = pending_entries(client, keys)
     return out
 
@@ -85,6 +87,15 @@ def _events(client: redis.Redis, keys: Keys) -> list[list[Any]]:
         cursor = "(" + batch[-1][0]
 
 
+def _workflows(client: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
+    """Return every workflow hash (the fan-in state) by workflow id."""
+    names = [n for n in client.scan_iter(keys.workflow("*"), count=1000) if ":ready" not in n]
+    pipe = client.pipeline(transaction=False)
+    for name in names:
+        pipe.hgetall(name)
+    return {h["id"]: h for h in pipe.execute() if h.get("id")}
+
+
 def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, Any]:
     """Return the whole Redis side of a run as JSON-ready data."""
     keys = Keys(prefix, 0)
@@ -111,4 +122,5 @@ def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, An
         "leftovers": leftovers(client, keys),
         "records": _records(client, keys),
         "events": _events(client, keys),
+        "workflows": _workflows(client, keys),
     }

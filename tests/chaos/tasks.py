@@ -73,6 +73,14 @@ def ordinary(context: dtq.TaskContext, seconds: float, key: str = "") -> int:
     return context.attempt
 
 
+@dtq.task(name="chaos.gather", queue_name=QUEUE, takes_context=True)
+def gather(context: dtq.TaskContext, values: list[Any]) -> list[Any]:
+    """A chord's callback (the workflow class): return the list of its members' results."""
+    with execution(context, "gather", inputs=len(values)):
+        pass
+    return values
+
+
 @dtq.task(name="chaos.async", queue_name=QUEUE, takes_context=True)
 async def async_ordinary(context: dtq.TaskContext, seconds: float) -> int:
     """A short async task; a cancel request interrupts it."""
@@ -111,6 +119,22 @@ def crasher(context: dtq.TaskContext) -> None:
         }
     )
     os.kill(os.getpid(), signal.SIGKILL)
+
+
+LIMITED_CONCURRENCY = 2  # the checker verifies no more ran at once, whatever the faults
+
+
+@dtq.task(
+    name="chaos.limited",
+    queue_name=QUEUE,
+    takes_context=True,
+    max_concurrency=LIMITED_CONCURRENCY,
+)
+def limited(context: dtq.TaskContext, seconds: float) -> int:
+    """A short task of which at most LIMITED_CONCURRENCY run at once, fleet-wide."""
+    with execution(context, "limited"):
+        sleep_unless_cancelled(context, seconds)
+    return context.attempt
 
 
 @dtq.task(name="chaos.sleep", queue_name=QUEUE, takes_context=True)

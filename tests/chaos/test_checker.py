@@ -293,3 +293,78 @@ def test_a_failpoint_freeze_explains_the_reclaim_it_caused() -> None:
     unexplained_reclaim(raw)
     freeze_pid_11(raw, T0 + 0.2, 3.5)
     assert failures(raw) == []
+
+
+def test_limit_held_catches_one_run_too_many_but_not_a_frozen_worker() -> None:
+    from tests.chaos.check import limit_held
+
+    def run(*spans: tuple[str, int, float, float | None]) -> model.RunData:
+        data = model.RunData({}, "p", [], [], [], [], [], {"leftovers": {"limit_waiting": 0}})
+        for tid, pid, start, end in spans:
+            ex = model.Execution(tid, 1, pid, start, "limited", end=end)
+            data.executions.setdefault(tid, []).append(ex)
+        return data
+
+    three = run(("t1", 1, T0, T0 + 1), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.2, T0 + 1))
+    assert not limit_held(three).ok
+    in_turn = run(("t1", 1, T0, T0 + 1), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 1, T0 + 2))
+    assert limit_held(in_turn).ok
+    # Worker 1 froze at T0 + 0.5: its attempt's slot went to t3, which is not an overlap.
+    frozen = run(("t1", 1, T0, T0 + 5), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.6, T0 + 1))
+    frozen.process_faults.append(model.ProcessFault(T0 + 0.5, "pause", 1, "w1", "worker"))
+    assert limit_held(frozen).ok
+    left = run()
+    left.snapshot["leftovers"]["limit_waiting"] = 1
+    assert not limit_held(left).ok
+
+
+# ----- the workflow class -----------------------------------------------------------------
+
+M1, M2, CB, WF = "m" * 22, "n" * 22, "c" * 22, "w" * 22
+
+
+def chord_run() -> dict[str, Any]:
+    """One chord of two members and its callback, fanned in correctly."""
+    raw = healthy()
+    raw["submissions"].append(row("workflow", T0, id=WF, members=[M1, M2], callback=CB))
+    records = raw["snapshot"]["records"]
+    records[M1] = record(M1, "chaos.ordinary", "SUCCEEDED", 1, T0 + 0.2)
+    records[M2] = record(M2, "chaos.ordinary", "SUCCEEDED", 1, T0 + 0.3)
+    records[CB] = record(CB, "chaos.gather", "SUCCEEDED", 1, T0 + 0.5)
+    records[CB]["created_at"] = str(int((T0 + 0.3) * 1000))
+    raw["snapshot"]["events"] += [["TASK_SUBMITTED", t, 0, "QUEUED", 0] for t in (M1, M2, CB)]
+    raw["snapshot"]["workflows"] = {
+        WF: {"id": WF, "state": "SUCCEEDED", "done": "3", "s:0": "SUCCEEDED", "s:1": "SUCCEEDED"}
+        | {"s:2": "SUCCEEDED", "r:0": "1", "r:1": "2", "r:2": "[1,2]"}
+    }
+    return raw
+
+
+def fan_in_ok(raw: dict[str, Any]) -> bool:
+    from tests.chaos.check import workflow_fan_in
+
+    data = model.RunData(**raw)
+    model.index(data)
+    return workflow_fan_in(data).ok
+
+
+def test_a_chord_fanned_in_once_passes() -> None:
+    assert fan_in_ok(chord_run())
+
+
+@pytest.mark.parametrize(
+    "plant",
+    [
+        lambda raw: raw["snapshot"]["events"].append(["TASK_SUBMITTED", CB, 0, "QUEUED", 0]),
+        lambda raw: raw["snapshot"]["workflows"][WF].update(done="4"),
+        lambda raw: raw["snapshot"]["records"][CB].update(created_at=str(int(T0 * 1000))),
+        lambda raw: raw["snapshot"]["workflows"][WF].update({"r:2": "[2,1]"}),
+        lambda raw: raw["snapshot"]["workflows"][WF].update(state="RUNNING"),
+        lambda raw: raw["snapshot"]["workflows"].clear(),
+    ],
+    ids=["submitted twice", "counted twice", "released early", "order", "unfinished", "gone"],
+)
+def test_a_broken_fan_in_fails(plant: Any) -> None:
+    raw = chord_run()
+    plant(raw)
+    assert not fan_in_ok(raw)

@@ -185,3 +185,12 @@ def _on_started(sender: type, task_result: Any, **kwargs: Any) -> None:
 @receiver(task_finished)
 def _on_finished(sender: type, task_result: Any, **kwargs: Any) -> None:
     _witness_signal("finished", sender, task_result)
+
+
+if TASK_TAKES_OPTIONS:
+
+    @task(queue_name="tests", max_concurrency=1, concurrency_key="account")
+    def dj_serialized(account: str, seq: int) -> int:
+        """One run per account at a time (flow control through django.tasks' @task)."""
+        witness("dj_serialized", account=account, seq=seq)
+        return seq

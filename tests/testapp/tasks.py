@@ -328,3 +328,77 @@ async def asteps(context: dtq.TaskContext, n: int) -> int:
     for i in range(1, n + 1):
         await context.aprogress(i / n, f"async step {i}")
     return n
+
+
+# ----- flow control (tests/test_flow_control.py) ------------------------------------------
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_concurrency=2)
+def pair_limited(context: dtq.TaskContext, seconds: float) -> None:
+    """Witness start and end around a sleep; at most two run at once, fleet-wide."""
+    witness("pair_limited", context, phase="start")
+    time.sleep(seconds)
+    witness("pair_limited", context, phase="end")
+
+
+@dtq.task(queue_name="tests", takes_context=True, rate_limit="20/s")
+def rated(context: dtq.TaskContext) -> None:
+    """Witness the start; at most 20 starts a second, fleet-wide."""
+    witness("rated", context)
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_concurrency=1, concurrency_key="customer")
+def per_customer(context: dtq.TaskContext, customer: str, seq: int, seconds: float) -> None:
+    """Witness start and end; one at a time per customer, in submission order."""
+    witness("per_customer", context, phase="start", customer=customer, seq=seq)
+    time.sleep(seconds)
+    witness("per_customer", context, phase="end", customer=customer, seq=seq)
+
+
+@dtq.task(queue_name="tests", takes_context=True, queues=OTHER_QUEUES)
+def paced(context: dtq.TaskContext, seconds: float) -> None:
+    """Witness start and end around a sleep (no limits of its own: for queue limits)."""
+    witness("paced", context, phase="start")
+    time.sleep(seconds)
+    witness("paced", context, phase="end")
+
+
+# ----- workflows (tests/test_workflows.py) ----------------------------------------------------
+
+
+@dtq.task(queue_name="tests", takes_context=True)
+def wf_add(context: dtq.TaskContext, x: int, y: int = 0) -> int:
+    """Return x + y, witnessed."""
+    witness("wf_add", context, args=[x, y])
+    return x + y
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=20)
+def wf_collect(context: dtq.TaskContext, values: object, *rest: object) -> object:
+    """Return the list it got (a chord callback), witnessed."""
+    witness("wf_collect", context, args=[values, *rest])
+    return values
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=1)
+def wf_fail(context: dtq.TaskContext, *args: object) -> None:
+    """Fail permanently (straight to the DLQ), witnessed."""
+    witness("wf_fail", context, args=list(args))
+    raise dtq.PermanentError("wf_fail always fails")
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=1)
+def wf_fail_unless(context: dtq.TaskContext, flag: str, *args: object) -> str:
+    """Fail unless the file named by flag exists (a DLQ replay then succeeds), witnessed."""
+    witness("wf_fail_unless", context, args=list(args))
+    if not Path(flag).exists():
+        raise dtq.PermanentError("flag file missing")
+    return "fixed"
+
+
+@dtq.task(queue_name="tests", takes_context=True, max_attempts=20)
+def wf_slow(context: dtq.TaskContext, value: int, seconds: float = 0.05) -> int:
+    """Sleep a little (so SIGKILLs land mid-run), then return value, witnessed."""
+    witness("wf_slow", context, value=value)
+    time.sleep(seconds)
+    return value

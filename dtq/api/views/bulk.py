@@ -10,7 +10,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from dtq.api import access, requests, responses
+from dtq.api import access, inputs, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import ApiError, BadRequest, from_engine
 from dtq.api.responses import error_responses
@@ -27,7 +27,7 @@ class TaskBulkSubmit(DtqView):
 
     @document(
         operation_id="tasks_submit_bulk",
-        request=requests.BulkSubmitRequest,
+        request=inputs.BulkSubmitRequest,
         responses={
             202: OpenApiResponse(
                 responses.BulkSubmitResult, description="accepted: every task, in order"
@@ -48,7 +48,7 @@ class TaskBulkSubmit(DtqView):
             message = "an idempotency key names one submission: send it to tasks/"
             details = {"fields": {"Idempotency-Key": [message]}}
             raise BadRequest(message, code="invalid", details=details)
-        form = valid(requests.BulkSubmitRequest, body(request))
+        form = valid(inputs.BulkSubmitRequest, body(request))
         items = form.validated_data["tasks"]
         throttle = access.SubmitThrottle()
         if not throttle.allow_tasks(request, self, len(items)):
@@ -75,7 +75,7 @@ def _submission(item: dict[str, Any]) -> Submission:
     task = registry.get(item["task"])
     if task is None:  # the serializer checked it; this only narrows the type
         raise BadRequest(f"no task named {item['task']!r} is registered", code="invalid")
-    overrides = requests.submit_overrides(item)
+    overrides = inputs.submit_overrides(item)
     return task.using(**overrides).submission(tuple(item["args"]), item["kwargs"])
 
 

@@ -9,7 +9,7 @@ from drf_spectacular.utils import OpenApiParameter
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dtq.api import requests, responses
+from dtq.api import inputs, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import NotFound
 from dtq.api.responses import error_responses
@@ -45,12 +45,12 @@ def _views(action: str) -> tuple[type[DtqView], type[DtqView]]:
         @document(
             operation_id=f"bulk_{action}_plan",
             summary=f"Dry run of a bulk {action}",
-            request=requests.BulkPlanRequest,
+            request=inputs.BulkPlanRequest,
             responses={201: responses.BulkPlan, **error_responses(400, 401, 403, 413, 415, 503)},
         )
         def post(self, request: Request) -> Response:
             """Count what the action would touch and plan a job for exactly those tasks."""
-            data = valid(requests.BulkPlanRequest, body(request)).validated_data
+            data = valid(inputs.BulkPlanRequest, body(request)).validated_data
             plan = bulk_jobs.plan(action, query=data.get("q") or "", task_ids=data.get("task_ids"))
             result = {"job": _job(plan.job_id), "more": plan.more, "skipped": plan.skipped}
             return render(responses.BulkPlan, result, 201)
@@ -61,12 +61,12 @@ def _views(action: str) -> tuple[type[DtqView], type[DtqView]]:
         @document(
             operation_id=f"bulk_{action}_start",
             summary=f"Start a planned bulk {action}",
-            request=requests.BulkStartRequest,
+            request=inputs.BulkStartRequest,
             responses={202: responses.BulkJob, **error_responses(400, 401, 403, 413, 415, 503)},
         )
         def post(self, request: Request) -> Response:
             """Run the planned job in the background, in batches, under one audit row."""
-            data = valid(requests.BulkStartRequest, body(request)).validated_data
+            data = valid(inputs.BulkStartRequest, body(request)).validated_data
             bulk_jobs.start(data["job"], actor=self.actor(), reason=data["reason"], action=action)
             return render(responses.BulkJob, _job(data["job"]), 202)
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dtq.api import listing, requests, responses
+from dtq.api import inputs, listing, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
@@ -19,12 +19,12 @@ class DlqCollection(DtqView):
 
     @document(
         operation_id="dlq_list",
-        parameters=[requests.DlqListQuery],
+        parameters=[inputs.DlqListQuery],
         responses={200: responses.DlqPage, **error_responses(400, 401, 403, 503)},
     )
     def get(self, request: Request) -> Response:
         """List dead-lettered tasks of one queue (?queue=) or of every queue."""
-        query = valid(requests.DlqListQuery, request.query_params)
+        query = valid(inputs.DlqListQuery, request.query_params)
         data = query.validated_data
         try:
             page = listing.list_dlq(data.get("queue"), query.limit_or_default(), data.get("cursor"))
@@ -41,12 +41,12 @@ class DlqDetailView(DtqView):
 
     @document(
         operation_id="dlq_retrieve",
-        parameters=[requests.DlqEntryQuery],
+        parameters=[inputs.DlqEntryQuery],
         responses={200: responses.DlqDetail, **error_responses(400, 401, 403, 404, 503)},
     )
     def get(self, request: Request, task_id: str) -> Response:
         """Show a dead-lettered task: its DLQ entry and its record (null once expired)."""
-        queue = valid(requests.DlqEntryQuery, request.query_params).validated_data.get("queue")
+        queue = valid(inputs.DlqEntryQuery, request.query_params).validated_data.get("queue")
         detail = read_side.dlq_detail(task_id, queue)
         if detail is None:
             raise NotFound(f"task {task_id} is not in a dead-letter queue", code="not_in_dlq")
@@ -62,7 +62,7 @@ class DlqReplay(DtqView):
 
     @document(
         operation_id="dlq_replay",
-        request=requests.ReplayRequest,
+        request=inputs.ReplayRequest,
         responses={
             200: responses.ActionResult,
             **error_responses(400, 401, 403, 404, 409, 413, 415, 503),
@@ -70,7 +70,7 @@ class DlqReplay(DtqView):
     )
     def post(self, request: Request, task_id: str) -> Response:
         """Put a dead-lettered task back on its queue (or to_queue), attempts from 1."""
-        form = valid(requests.ReplayRequest, body(request)).validated_data
+        form = valid(inputs.ReplayRequest, body(request)).validated_data
         outcome = ops.replay(
             task_id, actor=self.actor(), to_queue=form.get("to_queue"), reason=form["reason"]
         )
@@ -84,7 +84,7 @@ class DlqDiscard(DtqView):
 
     @document(
         operation_id="dlq_discard",
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={
             200: responses.ActionResult,
             **error_responses(400, 401, 403, 404, 409, 413, 415, 503),
@@ -92,7 +92,7 @@ class DlqDiscard(DtqView):
     )
     def post(self, request: Request, task_id: str) -> Response:
         """Remove a task's DLQ entry for good (its record stays until retention)."""
-        reason = valid(requests.ReasonRequest, body(request)).validated_data["reason"]
+        reason = valid(inputs.ReasonRequest, body(request)).validated_data["reason"]
         ops.discard(task_id, actor=self.actor(), reason=reason)
         return render(responses.ActionResult, {"task_id": task_id, "outcome": "discarded"})
 
@@ -104,19 +104,19 @@ class DlqBulkReplay(DtqView):
 
     @document(
         operation_id="dlq_replay_bulk",
-        request=requests.DlqFilterRequest,
+        request=inputs.DlqFilterRequest,
         responses={200: responses.BulkResult, **error_responses(400, 401, 403, 413, 415, 503)},
     )
     def post(self, request: Request) -> Response:
         """Replay the matching entries (all of the queue's DLQ without filters)."""
-        form = valid(requests.DlqFilterRequest, body(request)).validated_data
+        form = valid(inputs.DlqFilterRequest, body(request)).validated_data
         since, until = form.get("since"), form.get("until")
         flt = ops.DlqFilter(
             name=form.get("task"),
             error=form.get("error"),
             since=since.timestamp() if since else None,
             until=until.timestamp() if until else None,
-            limit=form.get("limit") or int(dtq_settings.BULK_REQUEST_LIMIT),
+            limit=form.get("limit") or dtq_settings.BULK_REQUEST_LIMIT,
         )
         result = ops.replay_many(
             form["queue"],
@@ -138,7 +138,7 @@ class DlqPurge(DtqView):
 
     @document(
         operation_id="dlq_purge",
-        request=requests.DlqPurgeRequest,
+        request=inputs.DlqPurgeRequest,
         responses={
             200: responses.DlqPurgeResult,
             **error_responses(400, 401, 403, 413, 415, 503),
@@ -149,12 +149,12 @@ class DlqPurge(DtqView):
 
         `more` says entries may remain: purge again. dry_run only counts.
         """
-        form = valid(requests.DlqPurgeRequest, body(request)).validated_data
+        form = valid(inputs.DlqPurgeRequest, body(request)).validated_data
         queue, more = form["queue"], False
         if form["dry_run"]:
             entries = read_side.dlq_entries(queue, 1)["total"]
         else:
-            limit = int(dtq_settings.BULK_REQUEST_LIMIT)
+            limit = dtq_settings.BULK_REQUEST_LIMIT
             result = ops.purge_dlq(queue, actor=self.actor(), reason=form["reason"], limit=limit)
             entries, more = result.done, result.more
         data = {"queue": queue, "dry_run": form["dry_run"], "entries": entries, "more": more}

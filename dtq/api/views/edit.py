@@ -5,7 +5,7 @@ from __future__ import annotations
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dtq.api import requests, responses
+from dtq.api import inputs, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.responses import error_responses
 from dtq.engine.edit import edit_and_replay, edit_and_retry
@@ -21,7 +21,7 @@ class DlqEditReplay(DtqView):
 
     @document(
         operation_id="dlq_edit_replay",
-        request=requests.EditReplayRequest,
+        request=inputs.EditReplayRequest,
         responses={
             200: responses.ActionResult,
             **error_responses(400, 401, 403, 404, 413, 415, 503),
@@ -32,7 +32,7 @@ class DlqEditReplay(DtqView):
 
         One audit row ('replay') records the fields before and after.
         """
-        form = valid(requests.EditReplayRequest, body(request)).validated_data
+        form = valid(inputs.EditReplayRequest, body(request)).validated_data
         changes = {k: form[k] for k in EDITABLE if k in form}
         outcome = edit_and_replay(task_id, actor=self.actor(), reason=form["reason"], **changes)
         return render(responses.ActionResult, {"task_id": task_id, "outcome": outcome})
@@ -45,7 +45,7 @@ class TaskRetry(DtqView):
 
     @document(
         operation_id="task_retry",
-        request=requests.EditReplayRequest,
+        request=inputs.EditReplayRequest,
         responses={
             200: responses.ActionResult,
             **error_responses(400, 401, 403, 404, 409, 413, 415, 503),
@@ -57,7 +57,7 @@ class TaskRetry(DtqView):
         Attempts restart at 1; a dead-lettered task is refused (409: replay it from the DLQ).
         One audit row ('replay', parameters.state 'FAILED') records the fields before and after.
         """
-        form = valid(requests.EditReplayRequest, body(request)).validated_data
+        form = valid(inputs.EditReplayRequest, body(request)).validated_data
         changes = {k: form[k] for k in EDITABLE if k in form}
         outcome = edit_and_retry(task_id, actor=self.actor(), reason=form["reason"], **changes)
         return render(responses.ActionResult, {"task_id": task_id, "outcome": outcome})

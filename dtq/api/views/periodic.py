@@ -13,7 +13,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 
 from dtq import schedules
-from dtq.api import requests
+from dtq.api import inputs
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, Conflict, NotFound
 from dtq.api.responses import error_responses
@@ -227,7 +227,7 @@ class SchedulePause(DtqView):
     @document(
         operation_id="schedules_pause",
         parameters=[NAME_PARAM],
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={200: ScheduleActionResult, **error_responses(400, 401, 403, 404, 413, 415, 503)},
     )
     def post(self, request: Request, name: str) -> Response:
@@ -244,7 +244,7 @@ class ScheduleResume(DtqView):
     @document(
         operation_id="schedules_resume",
         parameters=[NAME_PARAM],
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={200: ScheduleActionResult, **error_responses(400, 401, 403, 404, 413, 415, 503)},
     )
     def post(self, request: Request, name: str) -> Response:
@@ -261,7 +261,7 @@ class ScheduleRun(DtqView):
     @document(
         operation_id="schedules_run",
         parameters=[NAME_PARAM],
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={
             200: ScheduleActionResult,
             **error_responses(400, 401, 403, 404, 413, 415, 429, 503),
@@ -275,4 +275,4 @@ class ScheduleRun(DtqView):
 
 def reason_of(request: Request) -> str:
     """Return the request's optional reason (400 when it is not a string)."""
-    return str(valid(requests.ReasonRequest, body(request)).validated_data["reason"])
+    return str(valid(inputs.ReasonRequest, body(request)).validated_data["reason"])

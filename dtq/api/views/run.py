@@ -6,7 +6,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from dtq.api import requests, responses
+from dtq.api import inputs, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.responses import error_responses
 from dtq.engine.manual import catalogue, run_by_hand
@@ -35,7 +35,7 @@ class TaskRun(DtqView):
 
     @document(
         operation_id="tasks_run",
-        request=requests.RunRequest,
+        request=inputs.RunRequest,
         responses={
             202: responses.RunResult,
             **error_responses(400, 401, 403, 413, 415, 429, 503),
@@ -43,7 +43,7 @@ class TaskRun(DtqView):
     )
     def post(self, request: Request) -> Response:
         """Check the arguments against the task's signature, submit it, write an audit row."""
-        form = valid(requests.RunRequest, body(request)).validated_data
+        form = valid(inputs.RunRequest, body(request)).validated_data
         task_id = run_by_hand(
             form["task"],
             actor=self.actor(),

@@ -10,7 +10,7 @@ from rest_framework.permissions import AllowAny
 from rest_framework.request import Request
 from rest_framework.response import Response
 
-from dtq.api import access, requests, responses
+from dtq.api import access, inputs, responses
 from dtq.api.base import DtqView, document, render, valid
 from dtq.api.errors import BadRequest, Unavailable
 from dtq.api.responses import error_responses
@@ -39,12 +39,12 @@ class AuditCollection(DtqView):
 
     @document(
         operation_id="audit_list",
-        parameters=[requests.AuditQuery],
+        parameters=[inputs.AuditQuery],
         responses={200: responses.AuditPage, **error_responses(400, 401, 403)},
     )
     def get(self, request: Request) -> Response:
         """List audit rows (who did what, to which target, with which outcome)."""
-        query = valid(requests.AuditQuery, request.query_params)
+        query = valid(inputs.AuditQuery, request.query_params)
         data = query.validated_data
         rows = AuditEntry.objects.using(audit_db.read_alias()).order_by("-id")
         for name, lookup in (("action", "action"), ("queue", "queue"), ("task_id", "task_id")):

@@ -9,7 +9,7 @@ from rest_framework.request import Request
 from rest_framework.response import Response
 from rest_framework.reverse import reverse
 
-from dtq.api import idempotency, listing, requests, responses
+from dtq.api import idempotency, inputs, listing, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
@@ -17,8 +17,9 @@ from dtq.engine import ops, read_side, registry
 from dtq.engine.declared import task_queues
 from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
 from dtq.engine.read_side.query import QueryError
-from dtq.engine.submit import IDEMPOTENCY_KEY, submit
+from dtq.engine.submit import submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
+from dtq.options import IDEMPOTENCY_KEY
 
 IDEMPOTENCY_HEADER = OpenApiParameter(
     "Idempotency-Key",
@@ -68,7 +69,7 @@ class TaskCollection(DtqView):
 
     @document(
         operation_id="tasks_submit",
-        request=requests.SubmitRequest,
+        request=inputs.SubmitRequest,
         parameters=[IDEMPOTENCY_HEADER],
         responses={
             202: OpenApiResponse(responses.SubmitResult, description="accepted: a new task"),
@@ -79,7 +80,7 @@ class TaskCollection(DtqView):
     def post(self, request: Request) -> Response:
         """Submit one run of a registered task."""
         key = _idempotency_key(request)
-        form = valid(requests.SubmitRequest, body(request))
+        form = valid(inputs.SubmitRequest, body(request))
         data = form.validated_data
         task = registry.get(data["task"])
         if task is None:  # the serializer checked it; this only narrows the type
@@ -110,12 +111,12 @@ class TaskCollection(DtqView):
 
     @document(
         operation_id="tasks_list",
-        parameters=[requests.TaskListQuery],
+        parameters=[inputs.TaskListQuery],
         responses={200: responses.TaskPage, **error_responses(400, 401, 403, 503)},
     )
     def get(self, request: Request) -> Response:
         """List tasks, newest first by the time they entered their current state."""
-        query = valid(requests.TaskListQuery, request.query_params)
+        query = valid(inputs.TaskListQuery, request.query_params)
         data = query.validated_data
         task_query = listing.TaskQuery(
             queue=data.get("queue"),
@@ -161,7 +162,7 @@ class TaskCancel(DtqView):
 
     @document(
         operation_id="tasks_cancel",
-        request=requests.ReasonRequest,
+        request=inputs.ReasonRequest,
         responses={
             200: OpenApiResponse(
                 responses.ActionResult,
@@ -173,7 +174,7 @@ class TaskCancel(DtqView):
     )
     def post(self, request: Request, task_id: str) -> Response:
         """Cancel a waiting task at once, or ask a running one to stop."""
-        form = valid(requests.ReasonRequest, body(request))
+        form = valid(inputs.ReasonRequest, body(request))
         reason = form.validated_data["reason"]
         outcome = ops.cancel(task_id, actor=self.actor(), reason=reason)
         return render(responses.ActionResult, {"task_id": task_id, "outcome": outcome})

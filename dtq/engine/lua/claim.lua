@@ -10,7 +10,12 @@
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
 -- claimed already (the same call sent again) is handed back with its attempt unchanged.
--- Resend: that exception is the resend case: the same reply, nothing counted twice.
+-- Flow control (lib.lua's admit): a task over a concurrency limit is acknowledged and waits
+-- in its group's line (still QUEUED, no attempt counted); one over a rate is scheduled
+-- (PENDING) for its next token. The entry a released slot adds for a waiter is its delivery.
+-- Resend: that exception is the resend case: the same reply, nothing counted twice. A task
+-- the first send parked is no longer QUEUED at that entry: the resend absorbs the entry and
+-- parks nothing twice.
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local out = {}
@@ -34,10 +39,15 @@ for ti = 1, NT do
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
     'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at',
-    'band', 'queue')
+    'band', 'queue', 'lim', 'lw', 'lp', 'lws')
   local id, state = r[1], r[2]
   -- Entry ids are unique per stream only: the delivery is this entry of this stream.
-  local current = r[3] == eid and r[15] == band and r[16] == qname(qi)
+  local here = r[15] == band and r[16] == qname(qi)
+  local current = r[3] == eid and here
+  if not current and here and state == 'QUEUED' and r[3] == '' and woken(qi, r[18]) then
+    redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
+    current = true
+  end
   if state == 'RUNNING' and current and r[13] == worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
@@ -55,6 +65,7 @@ for ti = 1, NT do
     deliver(tk, id, qi, band, tonumber(r[7]) + 1)
   elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
     ack(qi, band, eid)
+    release(tk, id, qi, r[5], r[17], nil, r[18])  -- a slot handed to it while it waited
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
     emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
     settle_idempotency(tk, ik, 'failed', r[11])
@@ -62,9 +73,13 @@ for ti = 1, NT do
     -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
     -- honour the request instead of starting the task again.
     ack(qi, band, eid)
+    release(tk, id, qi, r[5], r[17], nil, r[18])
     move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
     emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
     settle_idempotency(tk, ik, 'failed', r[11])
+  elseif (r[17] or (r[18] and r[18] ~= '') or queue_limits(qi)) and admit(tk, id, qi, {name = r[5], lim = r[17],
+      lw = r[18], lp = r[19], lws = r[20], band = band, idem = r[11]}) then
+    ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else
     local attempt = tonumber(r[7]) + 1
     zset(KEYS[K_RUNNING], id, NOW + lease_ms)

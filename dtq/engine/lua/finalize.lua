@@ -4,11 +4,14 @@
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
 --   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
+--   then lib.lua's workflow trailer (wf_args): members' final states are counted in their
+--   workflows in this same call (wf_note), so the fan-in is exact
 -- Reply: the gateway's DECIDED fields per outcome (reply_decided): state, the state this
 --   outcome moved the task to ('' when the fence rejected it: the worker sends no signal),
 --   and resent, 1 when an earlier send of this call recorded it (state: the task's state now).
 -- Per outcome the writes follow the delivery rules: attempt end -> status ->
 -- result / schedule / DLQ -> event -> idempotency record -> XACK (batched, last of all).
+-- The attempt's concurrency slots are released here too (lib.lua's release), waking waiters.
 -- Fence: applied only while the task is RUNNING at the same attempt and delivery the worker
 -- claimed, so a worker that lost its lease cannot overwrite a newer attempt. An outcome
 -- recorded already is this call sent again: 1, and nothing is written.
@@ -20,6 +23,7 @@
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local use_dlq, worker = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 local out = {}
+wf_args(ARG0 + 3 + NT * 8)
 
 for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
@@ -27,7 +31,7 @@ for ti = 1, NT do
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
-    'history_n', 'history', 'cancel', 'idem', 'worker')
+    'history_n', 'history', 'cancel', 'idem', 'worker', 'name', 'lim', 'lh')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
   -- redis-py resends a call whose reply a dropped connection lost. A success of this attempt
@@ -51,6 +55,7 @@ for ti = 1, NT do
     end
     fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
     zset(KEYS[K_RUNNING], id, false)
+    release(tk, id, qi, r[11], r[12], r[13], nil)  -- the attempt's slots pass to waiters
     if outcome == 'retry' and r[8] == '1' then
       outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
     end
@@ -62,6 +67,7 @@ for ti = 1, NT do
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
+      wf_note(ti, id, qi, 'SUCCEEDED', data)
     elseif outcome == 'retry' then
       local due = NOW + tonumber(delay)
       for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
@@ -77,10 +83,12 @@ for ti = 1, NT do
       decided = 'CANCELLED'
       emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
       settle_idempotency(tk, ik, 'failed', r[9])
+      wf_note(ti, id, qi, 'CANCELLED', data)
     else
       redis.call('HSET', tk, unpack(fields))
       dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
       decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
+      wf_note(ti, id, qi, decided, data)
     end
     ack(qi, band, eid)
     reply_decided(out, {state = decided, resent = 0})

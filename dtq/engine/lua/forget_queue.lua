@@ -28,6 +28,6 @@ for band = 0, 2 do
 end
 if redis.call('SREM', KEYS[K_QUEUES], queue) == 0 then return 1 end
 redis.call('DEL', qkey(1, Q_STATS), qkey(1, Q_DLQ), stream_key(1, 0), stream_key(1, 1),
-  stream_key(1, 2))
+  stream_key(1, 2), qkey(1, Q_LIMITS), qkey(1, Q_HELD), qkey(1, Q_WAIT), qkey(1, Q_RATE))
 emit('QUEUE_FORGOTTEN', '', 1, '', 0)
 return 1

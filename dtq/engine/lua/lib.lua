@@ -9,7 +9,9 @@
 --                         DLQ index (hash task id -> '<queue> <DLQ entry id>')
 --   then one block of QB keys per queue (ARGV[1] blocks):
 --                         9 state indexes (zset id -> ms, in STATE_ORDER), stats (hash),
---                         dlq (stream), stream band 0, band 1, band 2
+--                         dlq (stream), stream band 0, band 1, band 2, flow control:
+--                         limits (hash), held slots (zset), waiting line (zset), rate
+--                         meters (zset)
 --   then one block of TB keys per task (ARGV[2] blocks):
 --                         task record (hash), result (string), idempotency record (hash)
 -- and the same ARGV header:
@@ -18,9 +20,10 @@
 --   ARGV[6] idempotency record ttl (s)  ARGV[7] consumer group
 --   ARGV[8 .. 7+nq] queue names, in block order; script arguments follow (see ARG0).
 
-local NSHARED, QB, TB = 7, 14, 3
+local NSHARED, QB, TB = 7, 18, 3
 local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
-local Q_STATS, Q_DLQ, Q_STREAM0 = 10, 11, 12
+local Q_STATS, Q_DLQ, Q_STREAM0, Q_LIMITS, Q_HELD, Q_WAIT, Q_RATE = 10, 11, 12, 15, 16,
+  17, 18
 
 -- @generated constants (protocol.py)
 
@@ -242,6 +245,194 @@ local function deliver(tk, id, qi, band, next_attempt)
   return eid
 end
 
+-- Flow control (docs/flow-control.md). A task's own limits are its record's 'lim' field,
+-- "<max concurrency>|<rate count>|<rate period ms>|<burst>|<key value>" (written at submit
+-- only when the task has limits; empty parts are unset); its queue's are the queue's limits
+-- hash ('max_concurrency', 'rate' = "<count>|<period ms>|<burst>"). Limit groups: 'cq' and
+-- 'rq' are the queue's, 'ct|<task>[|<key>]' and 'rt|<task>[|<key>]' the task's.
+-- A concurrency slot is the member '<group>\0<task id>' of the queue's held set (all scores 0,
+-- counted by ZLEXCOUNT); the record's 'lh' = '1' while the task holds slots. A task refused a
+-- slot waits, acknowledged off its stream, in the queue's waiting line: the member
+-- '<group>\0<seq>\0<id>\0<band>\0<idem>' (score 0, so a group's members sort by seq: FIFO),
+-- also kept in the record's 'lw'. Releasing a slot passes it to the group's first waiter
+-- (the held member is written for the waiter) and adds a stream entry for it: the woken task
+-- is then claimable with the slot already its own. Rates are GCRA meters: the queue's rate
+-- set scores each group by its theoretical arrival time (ms; a score in the past is a full
+-- meter, so those members are dropped). A task refused by a rate is scheduled (PENDING) at
+-- the instant its token is due, the token paid ahead ('lp' = that instant), so later tasks
+-- queue behind it.
+local qlimits, pruned = {}, {}
+local function queue_limits(qi)
+  local l = qlimits[qi]
+  if l == nil then
+    local r = redis.call('HMGET', qkey(qi, Q_LIMITS), 'max_concurrency', 'rate')
+    l = {conc = tonumber(r[1]), rate = r[2]}
+    if not l.conc and not l.rate then l = false end
+    qlimits[qi] = l
+  end
+  return l
+end
+local UNITS = {[1000] = '/s', [60000] = '/m', [3600000] = '/h'}
+local function rate_of(g, count, period, burst, label)
+  local n, p, b = tonumber(count), tonumber(period), tonumber(burst)
+  local name = n .. (UNITS[p] or (' per ' .. p .. ' ms'))
+  return {g = g, step = p / n, slack = (math.max(b, 1) - 1) * p / n, label = 'rate ' .. name ..
+    ' on ' .. label}
+end
+-- The task's limit groups: concurrency {g, max, label} and rates {g, step, slack, label}.
+local function flow_groups(qi, name, lim)
+  local conc, rates = {}, {}
+  if lim and lim ~= '' then
+    local maxc, n, p, b, key = string.match(lim, '^(%d*)|(%d*)|(%d*)|(%d*)|(.*)$')
+    local suffix, label = name, 'task ' .. name
+    if key ~= '' then suffix, label = name .. '|' .. key, label .. ' key ' .. key end
+    if maxc ~= '' then conc[#conc + 1] = {g = 'ct|' .. suffix, max = tonumber(maxc), label = label} end
+    if n ~= '' then rates[#rates + 1] = rate_of('rt|' .. suffix, n, p, b, label) end
+  end
+  local q = queue_limits(qi)
+  if q and q.conc then conc[#conc + 1] = {g = 'cq', max = q.conc, label = 'queue ' .. qname(qi)} end
+  if q and q.rate and q.rate ~= '' then
+    local n, p, b = string.match(q.rate, '^(%d+)|(%d+)|(%d+)$')
+    if n then rates[#rates + 1] = rate_of('rq', n, p, b, 'queue ' .. qname(qi)) end
+  end
+  return conc, rates
+end
+local function held_count(qi, g)
+  return redis.call('ZLEXCOUNT', qkey(qi, Q_HELD), '[' .. g .. '\0', '(' .. g .. '\1')
+end
+local function first_waiter(qi, g)
+  return redis.call('ZRANGEBYLEX', qkey(qi, Q_WAIT), '[' .. g .. '\0', '(' .. g .. '\1',
+    'LIMIT', 0, 1)[1]
+end
+local function waiter_seq(member) return string.match(member or '', '^[^%z]*%z(%d+)%z') end
+-- Pass free slots of group g to its first waiters, up to max (nil: the group has no limit
+-- now) and at most 16 per call; a waiter gets the slot and a stream entry of its own.
+local function wake(qi, g, max)
+  local n = 16
+  if max then n = math.min(n, max - held_count(qi, g)) end
+  for _ = 1, n do
+    local head = first_waiter(qi, g)
+    if not head then return end
+    local _, id, band, idem = string.match(head, '^[^%z]*%z(%d+)%z([^%z]*)%z(%d)%z(.*)$')
+    redis.call('ZREM', qkey(qi, Q_WAIT), head)
+    redis.call('ZADD', qkey(qi, Q_HELD), 0, g .. '\0' .. id)
+    add_entry(id, qi, band, 0, idem)
+    count(qi, 'limit_woken')
+  end
+end
+-- The limit groups a task may hold a slot of (the queue's whatever its limits now).
+local function slot_groups(qi, name, lim)
+  local conc = flow_groups(qi, name, lim)
+  local seen, out = {}, {}
+  for _, c in ipairs(conc) do seen[c.g] = true; out[#out + 1] = c end
+  if not seen.cq then out[#out + 1] = {g = 'cq'} end
+  return out
+end
+-- Give back every slot the task holds or was handed, leave the waiting line, and wake the
+-- next waiters. Safe to run twice: a second run finds nothing to remove.
+local function release(tk, id, qi, name, lim, lh, lw)
+  if (not lh or lh == '') and (not lw or lw == '') then return end
+  if lw and lw ~= '' then redis.call('ZREM', qkey(qi, Q_WAIT), lw) end
+  for _, c in ipairs(slot_groups(qi, name, lim)) do
+    if redis.call('ZREM', qkey(qi, Q_HELD), c.g .. '\0' .. id) == 1 then wake(qi, c.g, c.max) end
+  end
+  redis.call('HSET', tk, 'lh', '', 'lw', '')
+end
+-- Whether a task's entry is the one a released slot added for it: the record waits in a
+-- line (lw) it is no longer in.
+local function woken(qi, lw)
+  return lw and lw ~= '' and not redis.call('ZSCORE', qkey(qi, Q_WAIT), lw)
+end
+-- Decide whether a claimed QUEUED task may start now: take its slots and tokens (nil), or
+-- park it in its first full group's line / schedule it for its next token ('waiting').
+-- f: record fields name, lim, lw, lp, lws, band, idem.
+local function admit(tk, id, qi, f)
+  local conc, rates = flow_groups(qi, f.name, f.lim)
+  if #conc == 0 and #rates == 0 then
+    -- Woken for a queue limit cleared since: give that slot on, then start unlimited.
+    release(tk, id, qi, f.name, f.lim, nil, f.lw)
+    return nil
+  end
+  local mine = waiter_seq(f.lw)
+  local held = qkey(qi, Q_HELD)
+  local function hand_back(except)  -- slots handed to this task that it will not use now
+    for _, c in ipairs(conc) do
+      if c.g ~= except and redis.call('ZREM', held, c.g .. '\0' .. id) == 1 then
+        wake(qi, c.g, c.max)
+      end
+    end
+  end
+  local function wait_note(reason, state, extra)
+    local fields = {'delivery', '', 'waiting', reason}
+    if not f.lws or f.lws == '' then fields[#fields + 1], fields[#fields + 2] = 'lws', NOW end
+    for i = 1, #extra do fields[#fields + 1] = extra[i] end
+    emit('TASK_WAITING', id, qi, state, 0, {reason = reason})
+    count(qi, 'limit_waits')
+    return fields
+  end
+  for _, c in ipairs(conc) do
+    if not redis.call('ZSCORE', held, c.g .. '\0' .. id) then
+      local head = first_waiter(qi, c.g)
+      local used = held_count(qi, c.g)
+      if (head and (not mine or waiter_seq(head) < mine)) or used >= c.max then
+        local seq = mine or string.format('%012d', redis.call('HINCRBY', qkey(qi, Q_LIMITS), 'seq', 1))
+        local member = c.g .. '\0' .. seq .. '\0' .. id .. '\0' .. f.band .. '\0' .. (f.idem or '')
+        redis.call('ZADD', qkey(qi, Q_WAIT), 0, member)
+        hand_back(c.g)
+        local reason = 'waiting: concurrency ' .. used .. '/' .. c.max .. ' on ' .. c.label
+        redis.call('HSET', tk, unpack(wait_note(reason, 'QUEUED', {'lw', member, 'lp', ''})))
+        return 'waiting'
+      end
+    end
+  end
+  if #rates > 0 then
+    local meters = qkey(qi, Q_RATE)
+    if not pruned[qi] then  -- full meters (score in the past) are as if never used
+      redis.call('ZREMRANGEBYSCORE', meters, '-inf', NOW)
+      pruned[qi] = true
+    end
+    -- Two GCRA meters per rate group: the line ('<group>') hands out tokens in order, paid
+    -- ahead by refused tasks; the start guard ('><group>') meters the starts themselves, so a
+    -- task that comes late to its token (a busy fleet) never starts closer to the last than
+    -- the rate allows. A task the guard refuses keeps its paid token and is scheduled again.
+    local function meter(prefix, at)
+      local due, tats, why = at, {}, nil
+      for i, r in ipairs(rates) do
+        tats[i] = math.max(tonumber(redis.call('ZSCORE', meters, prefix .. r.g)) or 0, at)
+        if tats[i] - r.slack > due then due, why = tats[i] - r.slack, r.label end
+      end
+      return due, tats, why
+    end
+    local function take(prefix, tats, at)
+      for i, r in ipairs(rates) do
+        redis.call('ZADD', meters, math.max(tats[i], at) + r.step, prefix .. r.g)
+      end
+    end
+    local function schedule(due, why)
+      due = math.ceil(due)
+      hand_back(nil)
+      local reason = 'waiting: ' .. why .. ', next start at ' .. due
+      move(tk, id, qi, 'QUEUED', 'PENDING',
+        wait_note(reason, 'PENDING', {'lp', due, 'lw', '', 'run_after', due}))
+      zset(KEYS[K_SCHEDULE], id, due)
+      return 'waiting'
+    end
+    if not (f.lp and f.lp ~= '' and tonumber(f.lp) <= NOW) then  -- no token paid yet
+      local due, tats, why = meter('', NOW)
+      take('', tats, due)
+      if due > NOW then return schedule(due, why) end
+    end
+    local due, tats, why = meter('>', NOW)
+    if due > NOW then return schedule(due, why) end
+    take('>', tats, NOW)
+  end
+  -- Not zset(): later tasks of this very call count these slots.
+  for _, c in ipairs(conc) do redis.call('ZADD', held, 0, c.g .. '\0' .. id) end
+  if f.lws and f.lws ~= '' then observe(qi, 'limit_wait', NOW - tonumber(f.lws)) end
+  redis.call('HSET', tk, 'lh', '1', 'lw', '', 'lp', '', 'waiting', '', 'lws', '')
+  return nil
+end
+
 -- Refresh the idempotency record when its task reaches a terminal state. idem is the
 -- record's idem field when the caller read it already (nil: read it here).
 -- A caller that did not know the key passes the record itself as ik (layout.task_block):
@@ -288,7 +479,7 @@ end
 -- The reclaim counts as an attempt: exhausted tasks go to the DLQ with a worker-lost error.
 local function reclaim_lost(tk, ik, id, qi, use_dlq)
   local r = redis.call('HMGET', tk, 'attempt', 'max_attempts', 'band', 'delivery', 'worker',
-    'started_at')
+    'started_at', 'name', 'lim', 'lh')
   local attempt, max_attempts, band, eid = tonumber(r[1]), tonumber(r[2]), r[3], r[4]
   local message = 'worker ' .. (r[5] or '?') .. ' stopped renewing its lease'
   -- History times are epoch seconds, like the worker's own entries (the record keeps ms).
@@ -297,6 +488,7 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
     error = 'dtq.WorkerLost', message = message}))
   zset(KEYS[K_RUNNING], id, false)
   redis.call('HDEL', tk, 'lease')
+  release(tk, id, qi, r[7], r[8], r[9], nil)  -- a dead worker's slots free with its lease
   ack(qi, band, eid)
   count(qi, 'reclaimed')
   local err = cjson.encode({class = 'dtq.WorkerLost', message = message})
@@ -309,4 +501,86 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
   move(tk, id, qi, 'RUNNING', 'QUEUED')
   emit('TASK_RECLAIMED', id, qi, 'QUEUED', attempt, {worker = r[5]})
   return 'requeued'
+end
+
+-- Workflows (dtq/engine/workflows.py). A call that may finish workflow members passes, after
+-- its task blocks, WB keys per workflow: its hash, its ready set (members whose inputs are
+-- all in), the shard's due set (zset workflow id -> when an advance should look at it); and
+-- an ARGV trailer read by wf_args(at): the number of workflows, their ids in block order,
+-- then (when there are any) two fields per task block: its workflow block index (0: not a
+-- member) and its member index in that workflow (the payload's 'wfm').
+local WB = 3
+local wf_ids, wf_of, wf_m = {}, {}, {}
+local function wf_args(at)
+  local nw = tonumber(ARGV[at] or '0') or 0
+  for wi = 1, nw do wf_ids[wi] = ARGV[at + wi] end
+  if nw > 0 then
+    for ti = 1, NT do
+      wf_of[ti], wf_m[ti] = tonumber(ARGV[at + nw + 2 * ti - 1]), ARGV[at + nw + 2 * ti]
+    end
+  end
+end
+local function wkey(wi, offset) return KEYS[NSHARED + NQ * QB + NT * TB + (wi - 1) * WB + offset] end
+
+-- Count a member's final state in its workflow: the fan-in. Called by every script that
+-- writes a final state, in the same call, so the count and the state cannot part. The
+-- member's own field s:<m> is the guard that makes it exact: a state seen already (a resend,
+-- a duplicate, a sweep that looks again) changes nothing, and a member counts once towards
+-- 'done' and towards each dependent's need n:<w> however often it is noted. A dependent
+-- whose need reaches 0 joins the ready set once; workflows.advance submits it (by its fixed
+-- task id, so a second submit is absorbed by submit.lua). The one change after a first final
+-- state: a failed member that succeeds after all (a DLQ replay) resumes what it held back.
+local WF_FINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
+  EXPIRED = true}
+local function wf_note(ti, id, qi, state, data)
+  local wi = wf_of[ti]
+  if not wi or wi == 0 or not WF_FINAL[state] then return end
+  local wk, wid, m = wkey(wi, 1), wf_ids[wi], wf_m[ti]
+  local r = redis.call('HMGET', wk, 's:' .. m, 'policy', 'state', 'd:' .. m, 'total', 'done',
+    'bad', 't:' .. m)
+  if r[8] ~= id then return end  -- not this member of this workflow, or the workflow expired
+  local prev, policy, wstate = r[1], r[2], r[3]
+  if prev == state or prev == 'SUCCEEDED' then return end
+  local ok = state == 'SUCCEEDED'
+  if prev and not ok then
+    redis.call('HSET', wk, 's:' .. m, state)  -- one failure after another: counted already
+    return
+  end
+  redis.call('HSET', wk, 's:' .. m, state, (ok and 'r:' or 'e:') .. m, data or 'null')
+  local done, bad, release = tonumber(r[6]) or 0, tonumber(r[7]) or 0, false
+  if not prev then
+    done = redis.call('HINCRBY', wk, 'done', 1)
+    if not ok then bad = redis.call('HINCRBY', wk, 'bad', 1) end
+    release = ok or policy == 'continue'
+  else
+    bad = redis.call('HINCRBY', wk, 'bad', -1)
+    release = policy ~= 'continue'  -- under 'stop' its dependents waited for this success
+  end
+  if release and r[4] and r[4] ~= '' then
+    for w in string.gmatch(r[4], '[^,]+') do
+      if redis.call('HINCRBY', wk, 'n:' .. w, -1) == 0 then redis.call('SADD', wkey(wi, 2), w) end
+    end
+  end
+  local new = wstate
+  if wstate ~= 'CANCELLED' then
+    if done >= tonumber(r[5]) then
+      new = bad == 0 and 'SUCCEEDED' or 'FAILED'
+    elseif bad > 0 and policy ~= 'continue' then
+      new = 'FAILED'  -- stopped: advance cancels the members still running, releases no more
+    elseif bad == 0 then
+      new = 'RUNNING'
+    end
+  end
+  if new ~= wstate then
+    redis.call('HSET', wk, 'state', new, 'updated_at', NOW)
+    if new == 'RUNNING' then
+      redis.call('PERSIST', wk)
+      redis.call('PERSIST', wkey(wi, 2))
+    else
+      redis.call('EXPIRE', wk, RETENTION)
+      redis.call('EXPIRE', wkey(wi, 2), RETENTION)
+    end
+    emit('WORKFLOW_' .. new, id, qi, new, 0, {workflow = wid})
+  end
+  zset(wkey(wi, 3), wid, NOW)  -- an advance should look now
 end

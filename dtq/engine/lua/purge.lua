@@ -21,6 +21,8 @@ local message = cjson.encode({class = 'dtq.TaskCancelled', message = 'purged: ' 
 local function purge_task(tk, ik, id, r)
   local state = r[2]
   redis.call('ZREM', KEYS[K_SCHEDULE], id)
+  local l = redis.call('HMGET', tk, 'name', 'lim', 'lh', 'lw')
+  release(tk, id, 1, l[1], l[2], l[3], l[4])  -- a task waiting for a limit leaves its line
   ack(1, r[5], r[4])
   redis.call('HSET', tk, 'delivery', '', 'cancel_reason', 'purged', 'error', message)
   move(tk, id, 1, state, 'CANCELLED')

@@ -16,10 +16,14 @@ for ti = 1, NT do
   local qi, band, eid = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'lease', 'attempt', 'band',
-    'queue')
+    'queue', 'lw')
   local id, state = r[1], r[2]
   -- Entry ids are unique per stream only: the delivery is this entry of this stream.
-  local current = id and r[3] == eid and r[6] == band and r[7] == qname(qi)
+  local here = id and r[6] == band and r[7] == qname(qi)
+  local current = here and r[3] == eid
+  if here and not current and state == 'QUEUED' and r[3] == '' and woken(qi, r[8]) then
+    current = true  -- the entry a released slot added for a waiter (lib.lua's wake)
+  end
   if current and state == 'RUNNING' then
     if tonumber(r[4] or '0') > NOW then
       left = left + 1

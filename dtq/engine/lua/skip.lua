@@ -29,7 +29,8 @@ for ti = 1, NT do
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local reason, entry = ARGV[b + 5], ARGV[b + 6]
   local tk = tkey(ti, 1)
-  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'skips')
+  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'skips', 'name', 'lim',
+    'lh')
   local id = r[1]
   local list = {}
   if r[5] and r[5] ~= '' then list = cjson.decode(r[5]) end
@@ -43,6 +44,7 @@ for ti = 1, NT do
     if id and r[2] == 'RUNNING' and r[3] == eid and r[4] == attempt then
       redis.call('ZREM', KEYS[K_RUNNING], id)
       redis.call('HDEL', tk, 'lease')
+      release(tk, id, qi, r[6], r[7], r[8], nil)  -- the next claim asks for slots again
       ack(qi, band, eid)
       deliver(tk, id, qi, band, tonumber(attempt))
       move(tk, id, qi, 'RUNNING', 'QUEUED', {'attempt', tonumber(attempt) - 1, 'skips', skips})

@@ -1,10 +1,11 @@
 -- submit.lua: accept tasks (QUEUED now, or PENDING until their run time), one or many a call.
 -- KEYS: lib layout with one block per queue and one task block per task (record, result,
 --   idempotency record).
--- ARGV after the header: 14 fields per task, in task-block order: 1 queue index, 2 task id,
+-- ARGV after the header: 15 fields per task, in task-block order: 1 queue index, 2 task id,
 --   3 task name, 4 priority, 5 band, 6 max attempts, 7 payload (JSON), 8 delay (ms, 0 = now),
 --   9 expires at (ms, 0 = never), 10 timeout (s or ''), 11 retry policy (JSON),
---   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none)
+--   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none),
+--   15 flow-control limits (the record's 'lim', see lib.lua; '' = none)
 -- Reply: the gateway's SUBMITTED fields per task (reply_submitted: kind, id, state, created):
 --   'ok', id, state, created at (ms, Redis clock) |
 --   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
@@ -30,6 +31,7 @@ local function accept(ti, b)
   local max_attempts, payload, delay = ARGV[b + 6], ARGV[b + 7], tonumber(ARGV[b + 8])
   local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
   local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
+  local lim = ARGV[b + 15]
   local tk, ik = tkey(ti, 1), tkey(ti, 3)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
@@ -70,6 +72,7 @@ local function accept(ti, b)
   if expires_at ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'expires_at', expires_at end
   if timeout ~= '' then fields[#fields + 1], fields[#fields + 2] = 'timeout', timeout end
   if idem ~= '' then fields[#fields + 1], fields[#fields + 2] = 'idem', idem end
+  if lim ~= '' then fields[#fields + 1], fields[#fields + 2] = 'lim', lim end
   local state = 'PENDING'
   if delay > 0 then
     zset(KEYS[K_SCHEDULE], id, NOW + delay)
@@ -90,5 +93,5 @@ local function accept(ti, b)
   return 'ok', id, state, NOW
 end
 
-for ti = 1, NT do reply(accept(ti, ARG0 + (ti - 1) * 14)) end
+for ti = 1, NT do reply(accept(ti, ARG0 + (ti - 1) * 15)) end
 return out

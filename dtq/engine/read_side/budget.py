@@ -58,7 +58,7 @@ def read_budget(limit: int | None = None) -> Iterator[Budget]:
 
 def current() -> Budget:
     """Return the open budget, or a fresh one for a single read outside any block."""
-    return _current.get() or Budget(int(dtq_settings.READ_BUDGET))
+    return _current.get() or Budget(dtq_settings.READ_BUDGET)
 
 
 def execute(pipe: Any, budget: Budget | None = None, raise_on_error: bool = True) -> list[Any]:

@@ -12,6 +12,7 @@ from dtq.engine import protocol
 from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
+from dtq.engine.limits import Rate
 from dtq.engine.read_side.budget import current, execute
 from dtq.engine.read_side.tasks import _json_or_raw
 from dtq.engine.state import TaskState
@@ -42,7 +43,19 @@ class QueueOverview(TypedDict):
     dlq: int
     counters: dict[str, int]
     oldest_waiting_age: float | None  # seconds the oldest QUEUED task has waited
-    latency: dict[str, Histogram]  # "wait" (enqueue to start) and "run" (start to finish)
+    latency: dict[str, Histogram]  # "wait", "run", and "limit_wait" (time held by a limit)
+    limits: QueueLimits
+
+
+class QueueLimits(TypedDict):
+    """A queue's flow control: its own limits and their use, and all of its tasks' slots."""
+
+    max_concurrency: int | None
+    rate: str | None  # e.g. "20/s", "100/m (burst 5)"
+    in_use: int  # slots of the queue's own concurrency limit held now
+    waiting: int  # tasks waiting for the queue's own concurrency limit
+    slots_held: int  # every concurrency slot held on the queue (queue and task limits)
+    tasks_waiting: int  # every task waiting for a slot on the queue (queue and task limits)
 
 
 class Histogram(TypedDict):
@@ -112,9 +125,34 @@ def _queue_commands(pipe: Any, keys: Keys, queue: str) -> None:
     pipe.xlen(keys.dlq(queue))
     pipe.hgetall(keys.stats(queue))
     pipe.zrange(keys.index(queue, TaskState.QUEUED), 0, 0, withscores=True)
+    pipe.hmget(keys.limits(queue), "max_concurrency", "rate")
+    pipe.zlexcount(keys.limit_held(queue), "[cq\0", "(cq\1")
+    pipe.zlexcount(keys.limit_wait(queue), "[cq\0", "(cq\1")
+    pipe.zcard(keys.limit_held(queue))
+    pipe.zcard(keys.limit_wait(queue))
 
 
-QUEUE_REPLIES = 2 * len(BANDS) + len(STATE_ORDER) + 3  # replies _queue_commands adds
+QUEUE_REPLIES = 2 * len(BANDS) + len(STATE_ORDER) + 8  # replies _queue_commands adds
+
+
+def rate_text(encoded: str | None) -> str | None:
+    """Return a queue limits hash's "<count>|<period ms>|<burst>" rate as text ("20/s")."""
+    if not encoded:
+        return None
+    count, period, burst = (int(part) for part in encoded.split("|"))
+    return str(Rate(count, period, burst))
+
+
+def _limits(replies: list[Any]) -> QueueLimits:
+    (conc, rate), in_use, waiting, held, waiters = replies
+    return {
+        "max_concurrency": int(conc) if conc else None,
+        "rate": rate_text(rate),
+        "in_use": int(in_use),
+        "waiting": int(waiting),
+        "slots_held": int(held),
+        "tasks_waiting": int(waiters),
+    }
 
 
 def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> QueueOverview:
@@ -124,7 +162,7 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     pending = [_pending_count(r) for r in replies[nb : 2 * nb]]
     counts = replies[2 * nb : 2 * nb + ns]
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
-    dlq, stats, oldest = replies[2 * nb + ns :]
+    dlq, stats, oldest = replies[2 * nb + ns : 2 * nb + ns + 3]
     # Only declared counters: the stats hash also holds histograms (h_*) and pause_token.
     counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items() if k in COUNTERS}
     return {
@@ -139,7 +177,8 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
         "scheduled": sum(states[s] for s in SCHEDULED_STATES),
         "dlq": int(dlq),
         "counters": counters,
-        "latency": {kind: histogram(stats, kind) for kind in ("wait", "run")},
+        "latency": {kind: histogram(stats, kind) for kind in ("wait", "run", "limit_wait")},
+        "limits": _limits(replies[2 * nb + ns + 3 :]),
         "oldest_waiting_age": max(now_ms - oldest[0][1], 0) / 1000 if oldest else None,
     }
 
@@ -383,3 +422,71 @@ def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, in
                 row[counter] += int(value)
         rows.append(row)
     return rows
+
+
+# ----- flow control ----------------------------------------------------------------------
+
+MAX_LIMIT_MEMBERS = 1000  # slots and waiters read per queue for the per-family breakdown
+
+
+class LimitFamily(TypedDict):
+    """One limit family on a queue: the queue's own limit ('queue') or one task's."""
+
+    queue: str
+    family: str  # "queue", or the task name
+    limit: int | None  # max concurrency (per key when the task has a concurrency_key)
+    held: int  # slots held now (all keys)
+    waiting: int  # tasks waiting for a slot (all keys)
+    keys: int  # distinct keys with a slot held or a waiter
+
+
+def _family_of(group: str) -> str:
+    """Return the family of a limit group: 'queue', or the task name (its key left out)."""
+    if group == "cq":
+        return "queue"
+    from dtq.engine import registry
+
+    rest = group[3:]
+    return rest if registry.get(rest) is not None else rest.rsplit("|", 1)[0]
+
+
+def _family_limit(family: str, queue_limit: int | None) -> int | None:
+    if family == "queue":
+        return queue_limit
+    from dtq.engine import registry
+
+    return getattr(registry.get(family), "max_concurrency", None)
+
+
+def limit_families(queue: QueueOverview) -> list[LimitFamily]:
+    """Return the use of each limit family of a queue (no command when nothing is held)."""
+    limits = queue["limits"]
+    if not limits["slots_held"] and not limits["tasks_waiting"]:
+        return []
+    keys = _keys()
+    pipe = get_client().pipeline(transaction=False)
+    pipe.zrange(keys.limit_held(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+    pipe.zrange(keys.limit_wait(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+    held, waiting = execute(pipe)
+    rows: dict[str, LimitFamily] = {}
+    groups: dict[str, set[str]] = {}
+    for members, field in ((held, "held"), (waiting, "waiting")):
+        for member in members:
+            group = str(member).split("\0", 1)[0]
+            family = _family_of(group)
+            row = rows.setdefault(
+                family,
+                {
+                    "queue": queue["name"],
+                    "family": family,
+                    "limit": _family_limit(family, limits["max_concurrency"]),
+                    "held": 0,
+                    "waiting": 0,
+                    "keys": 0,
+                },
+            )
+            row[field] += 1  # type: ignore[literal-required]
+            groups.setdefault(family, set()).add(group)
+    for family, row in rows.items():
+        row["keys"] = len(groups[family])
+    return sorted(rows.values(), key=lambda r: r["family"])

@@ -9,14 +9,14 @@ from typing import Any
 
 from django.core.management.base import CommandError
 
-from dtq.engine.keys import check_queue_name
+from dtq.options import InvalidOption, check_queue
 
 
 def queue_name(value: str) -> str:
-    """argparse type for a queue name."""
+    """argparse type for a queue name (dtq.options' rule and message)."""
     try:
-        return check_queue_name(value)
-    except ValueError as exc:
+        return check_queue(value) or value
+    except InvalidOption as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 

@@ -90,7 +90,7 @@ class Command(BaseCommand):
             helpers.append(Reaper())
         worker = Worker(
             options["queues"] or [dtq_settings.DEFAULT_QUEUE],
-            concurrency=options["concurrency"] or int(dtq_settings.WORKER_CONCURRENCY),
+            concurrency=options["concurrency"] or dtq_settings.WORKER_CONCURRENCY,
             worker_id=options["worker_id"],
             burst=options["burst"],
             max_tasks=options["max_tasks"],

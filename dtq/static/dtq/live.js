@@ -50,7 +50,7 @@
     received += 1;
     status.dataset.received = String(received);
     var on = data.refreshOn;
-    if (on && (on === "*" || on === event.task)) { scheduleRefresh(false); }
+    if (on && (on === "*" || on === event.task || on === event.workflow)) { scheduleRefresh(false); }
     if (event.task) { updateRows(event); }
     addEvent(event);
   }

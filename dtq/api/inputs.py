@@ -3,18 +3,37 @@
 from __future__ import annotations
 
 from datetime import timedelta
+from functools import partial
 from typing import Any
 
-from django.utils import timezone
 from rest_framework import serializers
 
-from dtq.api.fields import QueueNameField, TaskIdField, check_json_value
+from dtq.api.fields import (
+    AwareDateTimeField,
+    OptionFloatField,
+    OptionIntegerField,
+    QueueNameField,
+    TaskIdField,
+    check_json_value,
+)
 from dtq.conf import dtq_settings
 from dtq.engine import registry
+from dtq.engine.limits import parse_rate
 from dtq.engine.read_side import MAX_PAGE
 from dtq.engine.state import TaskState
+from dtq.options import (
+    MAX_ATTEMPTS,
+    MAX_PRIORITY,
+    MAX_SECONDS,
+    MIN_PRIORITY,
+    InvalidOption,
+    check_delay,
+    check_max_attempts,
+    check_priority,
+    check_seconds,
+    delay_of,
+)
 
-MAX_SECONDS = 10 * 366 * 86400  # timeouts and TTLs beyond ten years are surely mistakes
 MAX_BULK_TASKS = 500  # submissions per bulk request: bounds its time and its reply
 AUDIT_ACTIONS = ("cancel", "pause", "resume", "replay", "discard", "dlq_purge", "purge")
 
@@ -26,12 +45,23 @@ class SubmitRequest(serializers.Serializer):
     args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
     kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
     queue_name = QueueNameField(required=False, help_text="default: the task's queue")
-    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
-    run_after = serializers.DateTimeField(required=False, help_text="do not run before this")
-    delay = serializers.FloatField(min_value=0, max_value=MAX_SECONDS, required=False)
-    max_attempts = serializers.IntegerField(min_value=1, max_value=1000, required=False)
-    timeout = serializers.FloatField(min_value=0.001, max_value=MAX_SECONDS, required=False)
-    ttl = serializers.FloatField(min_value=0.001, max_value=MAX_SECONDS, required=False)
+    # Each option is checked by dtq.options: the same rule and message as @dtq.task's.
+    priority = OptionIntegerField(
+        check_priority, min_value=MIN_PRIORITY, max_value=MAX_PRIORITY, required=False
+    )
+    run_after = AwareDateTimeField(
+        required=False, help_text="do not run before this (with a time zone: naive is refused)"
+    )
+    delay = OptionFloatField(check_delay, min_value=0, max_value=MAX_SECONDS, required=False)
+    max_attempts = OptionIntegerField(
+        check_max_attempts, min_value=1, max_value=MAX_ATTEMPTS, required=False
+    )
+    timeout = OptionFloatField(
+        partial(check_seconds, "timeout"), min_value=0.001, max_value=MAX_SECONDS, required=False
+    )
+    ttl = OptionFloatField(
+        partial(check_seconds, "ttl"), min_value=0.001, max_value=MAX_SECONDS, required=False
+    )
 
     def validate_task(self, value: str) -> str:
         # Only the registry maps a name to code: nothing taken from a request is imported.
@@ -48,13 +78,12 @@ class SubmitRequest(serializers.Serializer):
     def validate(self, attrs: dict[str, Any]) -> dict[str, Any]:
         if "run_after" in attrs and "delay" in attrs:
             raise serializers.ValidationError({"delay": "give run_after or delay, not both"})
-        delay = attrs.get("delay")
+        delay = attrs.pop("delay", None)
         if "run_after" in attrs:
-            delay = max((attrs["run_after"] - timezone.now()).total_seconds(), 0.0)
-        if delay is not None and delay > float(dtq_settings.MAX_DELAY):
-            field = "run_after" if "run_after" in attrs else "delay"
-            limit = dtq_settings.MAX_DELAY
-            raise serializers.ValidationError({field: f"at most {limit} seconds from now"})
+            try:
+                delay = delay_of(attrs["run_after"])  # within MAX_DELAY from now
+            except InvalidOption as exc:
+                raise serializers.ValidationError({exc.option: str(exc)}) from None
         if delay is not None:
             attrs["run_after"] = timedelta(seconds=delay)
         return attrs
@@ -89,7 +118,7 @@ class PageQuery(serializers.Serializer):
 
     def limit_or_default(self) -> int:
         """Return the requested page size, else DTQ['API_PAGE_SIZE']."""
-        default = min(max(int(dtq_settings.API_PAGE_SIZE), 1), MAX_PAGE)
+        default = min(max(dtq_settings.API_PAGE_SIZE, 1), MAX_PAGE)
         return int(self.validated_data.get("limit", default))
 
 
@@ -129,6 +158,26 @@ class ReasonRequest(serializers.Serializer):
     reason = serializers.CharField(max_length=1000, required=False, allow_blank=True, default="")
 
 
+class QueueLimitsRequest(ReasonRequest):
+    """A change of a queue's limits: a field left out stays as it is; null clears it."""
+
+    max_concurrency = serializers.IntegerField(
+        min_value=1, max_value=100_000, required=False, allow_null=True
+    )
+    rate = serializers.CharField(
+        max_length=40, required=False, allow_null=True, help_text='"N/s", "N/m" or "N/h"'
+    )
+    burst = serializers.IntegerField(min_value=1, max_value=1_000_000, required=False)
+
+    def validate_rate(self, value: str | None) -> str | None:
+        if value is not None:
+            try:
+                parse_rate(value)
+            except ValueError as exc:
+                raise serializers.ValidationError(str(exc)) from None
+        return value
+
+
 class PurgeRequest(serializers.Serializer):
     """A queue purge: a reason is required; dry_run only counts."""
 
@@ -163,7 +212,7 @@ class DlqFilterRequest(ReasonRequest):
 
     def validate_limit(self, value: int) -> int:
         """Refuse a limit above what one request may do."""
-        bound = int(dtq_settings.BULK_REQUEST_LIMIT)
+        bound = dtq_settings.BULK_REQUEST_LIMIT
         if value > bound:
             raise serializers.ValidationError(f"at most {bound} per request (BULK_REQUEST_LIMIT)")
         return value
@@ -204,7 +253,9 @@ class EditReplayRequest(ReasonRequest):
     args = serializers.ListField(child=serializers.JSONField(), required=False)
     kwargs = serializers.DictField(child=serializers.JSONField(), required=False)
     queue = QueueNameField(required=False, help_text="a queue the task accepts")
-    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
+    priority = OptionIntegerField(
+        check_priority, min_value=MIN_PRIORITY, max_value=MAX_PRIORITY, required=False
+    )
 
     def validate_args(self, value: list[Any]) -> list[Any]:
         return check_json_value(value)
@@ -220,8 +271,12 @@ class RunRequest(ReasonRequest):
     args = serializers.ListField(child=serializers.JSONField(), required=False, default=list)
     kwargs = serializers.DictField(child=serializers.JSONField(), required=False, default=dict)
     queue = QueueNameField(required=False, help_text="a queue the task accepts")
-    priority = serializers.IntegerField(min_value=-100, max_value=100, required=False)
-    delay = serializers.FloatField(min_value=0, required=False, default=0, help_text="seconds")
+    priority = OptionIntegerField(
+        check_priority, min_value=MIN_PRIORITY, max_value=MAX_PRIORITY, required=False
+    )
+    delay = OptionFloatField(
+        check_delay, min_value=0, required=False, default=0, help_text="seconds"
+    )
 
     def validate_args(self, value: list[Any]) -> list[Any]:
         return check_json_value(value)
