@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv chromium demo test test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv chromium demo test test-scaleout test-cluster test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
@@ -13,6 +13,8 @@ help:
 	@echo "make django-suite - run Django's own tests/tasks/ against DtqBackend with real workers"
 	@echo "make lint   - ruff"
 	@echo "make bench  - benchmark dtq against django-vtasks, django-tasks-redis, Celery, RQ, Dramatiq, Huey, arq, taskiq, saq"
+	@echo "make test-scaleout - the Redis Cluster and Sentinel tests (their own servers on ports 17000-17099)"
+	@echo "make test-cluster - the engine, worker, control and backend tests on a local Redis Cluster"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -43,6 +45,19 @@ chromium:
 
 test: $(STAMP) chromium
 	$(PY) -m pytest $(PYTEST_ARGS)
+
+# Redis Cluster and Sentinel (docs/scaling.md): the tests start their own redis-server
+# processes on 127.0.0.1:17000-17099; `make test` skips them (DTQ_TEST_SCALEOUT unset).
+SCALEOUT_TESTS := tests/test_sentinel.py tests/test_cluster.py tests/test_failover_load.py
+test-scaleout: $(STAMP)
+	DTQ_TEST_SCALEOUT=1 $(PY) -m pytest $(SCALEOUT_TESTS) $(PYTEST_ARGS)
+
+# The engine, worker, control and backend tests on a local 3+3 Redis Cluster.
+CLUSTER_TESTS := tests/test_submit.py tests/test_submit_bulk.py tests/test_worker.py \
+	tests/test_crash.py tests/test_duplicates.py tests/test_ops_*.py tests/test_backend.py \
+	tests/test_backend_bulk.py tests/test_backend_conformance.py
+test-cluster: $(STAMP)
+	DTQ_TEST_CLUSTER=1 $(PY) -m pytest $(CLUSTER_TESTS) $(PYTEST_ARGS)
 
 # The Django/Python matrix (docs/django-tasks.md, "What runs where"), each cell its own venv:
 # Django 5.2 LTS + the django-tasks backport and Django 6.0 on Python 3.12, the pinned 6.1 on

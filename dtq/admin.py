@@ -11,6 +11,7 @@ from django.http import HttpRequest, HttpResponse
 from django.urls import URLPattern, path
 
 from dtq.engine import audit_db
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import audited
 from dtq.models import PERM_VIEW, AuditEntry, PeriodicSchedule, TaskQueue
 from dtq.views import bulk, dlq, overview, periodic, queues, run, tasks, workers, workflows
@@ -157,12 +158,16 @@ class PeriodicScheduleAdmin(admin.ModelAdmin):
     def save_model(self, request: HttpRequest, obj: Any, form: Any, change: bool) -> None:
         params = {"schedule": obj.name, "change": "changed" if change else "added"}
         params["fields"] = sorted(form.changed_data)
-        with audited(periodic.actor(request), "periodic_edit", parameters=params) as report:
+        with audited(
+            periodic.actor(request), AuditAction.PERIODIC_EDIT, parameters=params
+        ) as report:
             super().save_model(request, obj, form, change)
             report.affected = 1
 
     def delete_model(self, request: HttpRequest, obj: Any) -> None:
         params = {"schedule": obj.name, "change": "deleted"}
-        with audited(periodic.actor(request), "periodic_edit", parameters=params) as report:
+        with audited(
+            periodic.actor(request), AuditAction.PERIODIC_EDIT, parameters=params
+        ) as report:
             super().delete_model(request, obj)
             report.affected = 1

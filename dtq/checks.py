@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from typing import Any
+from urllib.parse import urlsplit
 
 from django.apps import apps
 from django.conf import settings as django_settings
@@ -65,6 +66,52 @@ def _timing_errors(s: Settings) -> list[Error]:
     return errors
 
 
+def _url_db(url: str) -> int:
+    try:
+        return int(urlsplit(url).path.strip("/") or 0)
+    except ValueError:
+        return -1
+
+
+def _topology_errors(s: Settings) -> list[Error]:
+    """Check that the Cluster and Sentinel settings agree with each other and the URL."""
+    from dtq.engine.connection import redis_url
+
+    try:
+        url = redis_url()
+    except Exception:  # a REDIS_CACHE that names no cache: not this check's business
+        url = s.REDIS_URL
+    sentinels = s.REDIS_SENTINELS is not None
+    found = [
+        (
+            sentinels != (s.REDIS_SENTINEL_SERVICE is not None),
+            "DTQ['REDIS_SENTINELS'] and DTQ['REDIS_SENTINEL_SERVICE'] go together",
+            "Name the Sentinels and the service (their 'master name'), or neither.",
+            32,
+        ),
+        (
+            sentinels and s.REDIS_CLUSTER,
+            "DTQ['REDIS_CLUSTER'] and DTQ['REDIS_SENTINELS'] cannot both be set",
+            "A Redis Cluster fails over by itself: set REDIS_CLUSTER and drop the Sentinels.",
+            33,
+        ),
+        (
+            s.REDIS_CLUSTER and _url_db(url) != 0,
+            "a Redis Cluster has database 0 only, but DTQ['REDIS_URL'] names another",
+            "Drop the /<db> part of the URL (or use /0).",
+            34,
+        ),
+        (
+            (sentinels or s.REDIS_CLUSTER) and not url.startswith("redis://"),
+            "with DTQ['REDIS_CLUSTER'] or DTQ['REDIS_SENTINELS'], DTQ['REDIS_URL'] must be a "
+            f"redis:// URL, got {redact(repr(url))}",
+            "TLS (rediss://) and unix sockets are not supported with Cluster or Sentinel yet.",
+            35,
+        ),
+    ]
+    return [_error(m, h, n) for bad, m, h, n in found if bad]
+
+
 @register(Tags.compatibility)
 def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]:
     """Validate the DTQ settings dict: each value by its rule (dtq.conf), then how they agree."""
@@ -72,7 +119,11 @@ def check_settings(app_configs: Any = None, **kwargs: Any) -> list[CheckMessage]
     bad = problems(getattr(django_settings, "DTQ", {}) or {})
     if bad:
         return [_error(p.message, p.hint, p.check_id) for p in bad]
-    return [*_queue_errors(dtq_settings), *_timing_errors(dtq_settings)]
+    return [
+        *_queue_errors(dtq_settings),
+        *_timing_errors(dtq_settings),
+        *_topology_errors(dtq_settings),
+    ]
 
 
 LARGE_PAYLOAD = 1024 * 1024  # above this per task, a few thousand tasks fill gigabytes

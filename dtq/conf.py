@@ -158,6 +158,23 @@ def _one_shard(value: Any) -> int:
     return 1
 
 
+def _addresses(value: Any) -> tuple[tuple[str, int], ...] | None:
+    """Convert REDIS_SENTINELS: None, or (host, port) pairs (lists too: JSON has no tuples)."""
+    if value is None:
+        return None
+
+    def address(pair: Any) -> bool:
+        if not isinstance(pair, (list, tuple)) or len(pair) != 2:
+            return False
+        host, port = pair
+        ok_port = isinstance(port, int) and not isinstance(port, bool) and 0 < port < 65536
+        return isinstance(host, str) and bool(host) and ok_port
+
+    if not isinstance(value, (list, tuple)) or not value or not all(map(address, value)):
+        raise BadValue("None or a non-empty list of (host, port) pairs")
+    return tuple((str(host), int(port)) for host, port in value)
+
+
 NAME_HINT = "Use 1-64 letters, digits, '_', '.' or '-', starting with a letter or digit."
 RATE_HINT = "Use None (no throttle) or '<number>/<second|minute|hour|day>', e.g. '100/minute'."
 
@@ -194,6 +211,20 @@ class Settings:
     )
     SHARDS: int = setting(
         1, Rule(_one_shard, 5, "Keys and ids carry a shard, but workers read one shard only.")
+    )
+    # REDIS_URL names any node of a Redis Cluster (docs/scaling.md)
+    REDIS_CLUSTER: bool = setting(
+        False, Rule(_flag, 30, "True when DTQ['REDIS_URL'] names a node of a Redis Cluster.")
+    )
+    # [(host, port), ...]: follow the primary these Sentinels name
+    REDIS_SENTINELS: tuple[tuple[str, int], ...] | None = setting(
+        None,
+        Rule(_addresses, 31, "For example [('10.0.0.1', 26379), ('10.0.0.2', 26379)]."),
+    )
+    # the Sentinels' name of the primary (their "master name")
+    REDIS_SENTINEL_SERVICE: str | None = setting(
+        None,
+        text(bool, "a service name", optional=True, check_id=32, hint="For example 'dtq'."),
     )
     SOCKET_TIMEOUT: float = setting(10.0, number())
     SOCKET_CONNECT_TIMEOUT: float = setting(5.0, number())
@@ -244,6 +275,19 @@ class Settings:
         default_factory=dict, metadata={"rule": Rule(_depths, 14, "For example {'emails': 10000}.")}
     )
     IDEMPOTENCY_TTL: int = setting(86400, number(whole=True))
+    # Durable submit: enqueue() and operator actions return only once this many replicas
+    # have the write (WAIT; WAITAOF where the server has it), or raise NotReplicated.
+    SUBMIT_REPLICAS: int = setting(
+        0,
+        number(
+            0,
+            above=False,
+            whole=True,
+            check_id=36,
+            hint="0 (the default) returns once the primary has the task; 1 waits for a replica.",
+        ),
+    )
+    SUBMIT_REPLICAS_TIMEOUT: float = setting(1.0, number(check_id=37, hint="For example 1.0."))
     # Processes
     SCHEDULER_INTERVAL: float = setting(0.5, number())
     SCHEDULER_BATCH: int = setting(500, number(whole=True))

@@ -9,6 +9,7 @@ from django.conf import settings
 from django.db import models
 from django.utils import timezone
 
+from dtq.engine.actions import CHOICES
 from dtq.engine.errors import DtqError
 
 
@@ -36,21 +37,6 @@ PERM_SCHEDULES = "dtq.change_periodicschedule"  # edit, pause, resume, run now
 class AuditEntry(models.Model):
     """One operator action (cancel, pause, replay, discard, purge), its actor and its outcome."""
 
-    class Action(models.TextChoices):
-        CANCEL = "cancel", "cancel task"
-        PAUSE = "pause", "pause queue"
-        RESUME = "resume", "resume queue"
-        REPLAY = "replay", "replay from DLQ"
-        DISCARD = "discard", "discard from DLQ"
-        DLQ_PURGE = "dlq_purge", "purge DLQ"
-        PURGE = "purge", "purge queue"
-        PERIODIC_PAUSE = "periodic_pause", "pause schedule"
-        PERIODIC_RESUME = "periodic_resume", "resume schedule"
-        PERIODIC_RUN = "periodic_run", "run schedule now"
-        PERIODIC_EDIT = "periodic_edit", "edit schedule"
-        SUBMIT = "submit", "run a task by hand"
-        QUEUE_LIMIT = "queue_limit", "change queue limits"
-
     class Source(models.TextChoices):
         COMMAND = "command", "management command"
         ADMIN = "admin", "admin"
@@ -73,7 +59,7 @@ class AuditEntry(models.Model):
     )
     actor_name = models.CharField(max_length=150)
     source = models.CharField(max_length=16, choices=Source.choices)
-    action = models.CharField(max_length=16, choices=Action.choices, db_index=True)
+    action = models.CharField(max_length=16, choices=CHOICES, db_index=True)
     queue = models.CharField(max_length=64, blank=True, db_index=True)
     task_id = models.CharField(max_length=32, blank=True, db_index=True)
     parameters = models.JSONField(default=dict, blank=True)

@@ -88,6 +88,7 @@ TIME_ZONE = "UTC"
 DTQ = {
     "REDIS_URL": os.environ.get("DTQ_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "KEY_PREFIX": os.environ.get("DTQ_KEY_PREFIX", "dtqdemo"),
+    "REDIS_CLUSTER": os.environ.get("DTQ_REDIS_CLUSTER") == "1",  # URL names a cluster node
     "RETRY_BASE": 0.5,
     "RETRY_CAP": 5.0,
 }

@@ -23,11 +23,23 @@ from dtq.engine.keys import BANDS, GROUP, Keys
 
 ROOT = Path(__file__).resolve().parent.parent
 _embedded: RedisServer | None = None
+_cluster: Any = None  # the local Redis Cluster of a DTQ_TEST_CLUSTER=1 run
 
 
 def pytest_configure(config: pytest.Config) -> None:
-    """Use DTQ_REDIS_URL when given, else start an embedded Redis for the whole run."""
-    global _embedded
+    """Use DTQ_REDIS_URL when given, else start an embedded Redis for the whole run.
+
+    DTQ_TEST_CLUSTER=1 runs the tests on a local Redis Cluster instead (make test-cluster):
+    DTQ_REDIS_URL names shard 0's primary, so a test's own client finds its keys there.
+    """
+    global _embedded, _cluster
+    if os.environ.get("DTQ_TEST_CLUSTER") == "1" and _cluster is None:
+        from tests.topology import SUITE_CLUSTER_PORT, LocalCluster, require_redis_server
+
+        require_redis_server()
+        _cluster = LocalCluster(SUITE_CLUSTER_PORT).start()
+        os.environ["DTQ_REDIS_URL"] = _cluster.owner("{0}").url
+        os.environ["DTQ_REDIS_CLUSTER"] = "1"
     if not os.environ.get("DTQ_REDIS_URL"):
         _embedded = RedisServer().start()
         os.environ["DTQ_REDIS_URL"] = _embedded.url
@@ -36,12 +48,25 @@ def pytest_configure(config: pytest.Config) -> None:
 def pytest_unconfigure(config: pytest.Config) -> None:
     if _embedded is not None:
         _embedded.stop()
+    if _cluster is not None:
+        _cluster.stop()
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Leave the Cluster/Sentinel tests (their own servers, minutes) to make test-scaleout."""
+    if os.environ.get("DTQ_TEST_SCALEOUT") == "1":
+        return
+    skip = pytest.mark.skip(reason="starts its own Redis servers: run by make test-scaleout")
+    for item in items:
+        if item.get_closest_marker("scaleout"):
+            item.add_marker(skip)
 
 
 def pytest_report_header(config: pytest.Config) -> str:
     url = os.environ.get("DTQ_REDIS_URL", "")
     version = redis.Redis.from_url(url).info("server")["redis_version"]
-    return f"dtq: Redis {version} at {url}" + (" (embedded)" if _embedded else "")
+    where = " (embedded)" if _embedded else " (a local Redis Cluster)" if _cluster else ""
+    return f"dtq: Redis {version} at {url}{where}"
 
 
 def wait_for(condition: Callable[[], Any], timeout: float = 15.0, interval: float = 0.02) -> Any:

@@ -58,6 +58,15 @@ def test_audit_lists_rows_newest_first_with_filters_and_pages(client):
     assert_error(client.get("/api/audit/", {"cursor": "x"}), 400, "invalid_cursor")
 
 
+def test_audit_filters_by_every_recorded_action(client):
+    # The filter once listed seven of the twelve actions: submit and periodic_* were refused.
+    from dtq.engine.actions import AuditAction
+
+    for action in AuditAction:
+        reply = client.get("/api/audit/", {"action": action.value})
+        assert reply.status_code == 200, action
+
+
 # ----- health and readiness ------------------------------------------------------------------
 
 

@@ -259,3 +259,19 @@ def test_a_refused_action_on_an_invalid_queue_name_fits_its_row_and_one_log_line
     assert (entry.outcome, entry.queue) == ("refused", "x" * 64)
     [line] = [r.getMessage() for r in caplog.records if r.name == "dtq.audit"]
     assert "\n" not in line
+
+
+def test_action_names_have_one_source():
+    from dtq.engine.actions import CHOICES, AuditAction
+
+    assert AuditEntry._meta.get_field("action").choices == CHOICES
+    assert [value for value, _ in CHOICES] == [a.value for a in AuditAction]
+    assert all(len(a.value) <= AuditEntry._meta.get_field("action").max_length for a in AuditAction)
+
+
+def test_an_action_outside_the_list_is_refused_before_its_row(dtq_env):
+    from dtq.engine.audit import audited
+
+    with pytest.raises(ValueError, match="explode"), audited(ACTOR, "explode"):  # type: ignore[arg-type]
+        pass
+    assert rows_seen_elsewhere() == []

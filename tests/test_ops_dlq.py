@@ -228,6 +228,17 @@ def test_bulk_replay_honours_name_and_limit(dtq_env):
 # ----- discard and purge -----------------------------------------------------------------
 
 
+def test_discard_after_the_record_expired_releases_the_key_its_entry_names(dtq_env):
+    # The key comes from the DLQ entry (no read of the record first): with the record gone
+    # the entry is all that names it.
+    (task_id,) = dead(1, idempotency_key="outlived")
+    dtq_env.client.delete(keys().task(task_id))
+    ops.discard(task_id, actor=ACTOR, queue="tests", reason="old")
+    assert dtq_env.client.xlen(keys().dlq("tests")) == 0
+    assert not dtq_env.client.exists(keys().idempotency("tests", "outlived"))
+    assert not tasks.record.using(idempotency_key="outlived").enqueue(0).duplicate
+
+
 def test_discard_removes_the_entry_and_releases_the_key(dtq_env):
     (task_id,) = dead(1, idempotency_key="discard-me")
     ops.discard(task_id, actor=ACTOR, reason="bad data")

@@ -87,6 +87,19 @@ def test_key_records_expire_idempotency_ttl_after_their_task_finished(dtq_env):
     assert second.id != first.id and not second.duplicate
 
 
+def test_the_reaper_settles_the_key_its_stream_entry_names(dtq_env):
+    # The reaper takes the key from the entry it settles ('i'), without reading the record.
+    from dtq.engine.reaper import Reaper
+
+    first = tasks.record.using(idempotency_key="lost-worker", max_attempts=1).enqueue()
+    claim_by_hand(worker="ghost")  # reads and claims, then never heartbeats
+    dtq_env.client.zadd(keys().workers, {"ghost": 0})  # its heartbeat stopped long ago
+    dtq_env.client.hset(keys().task(first.id), "lease", 0)  # and its lease ran out
+    assert Reaper().settle_dead_consumers() == 1
+    assert dtq.TaskResult.load(first.id).state == "DEAD_LETTERED"
+    assert dtq_env.client.hget(keys().idempotency("tests", "lost-worker"), "state") == "failed"
+
+
 # ----- idempotent_operation, in this process ---------------------------------------------
 
 

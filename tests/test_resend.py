@@ -1,9 +1,10 @@
 """Every script sent twice with the same arguments (a resend after a lost reply): the second
 answer tells what happened and the state is as after one call. submit, claim, finalize, skip,
-progress, replay and the periodic scripts have their own resend tests next to their others."""
+progress, replay and periodic_claim/commit have their own resend tests next to their others."""
 
 from __future__ import annotations
 
+from datetime import timedelta
 from typing import Any
 
 import pytest
@@ -135,3 +136,25 @@ def test_forget_queue_and_dlq_trim(dtq_env: Any, twice: Twice) -> None:
 def test_renew_and_forget_consumer(dtq_env: Any, twice: Twice) -> None:
     assert gateway.forget_consumer(get_client(), keys(), ["tests"], "nobody") == 0
     assert twice.of("forget_consumer") == [(0, 0)]
+
+
+def test_promote(dtq_env: Any, twice: Twice) -> None:
+    # A delayed task made due by hand: no scheduler runs here, so the two sends are alone.
+    task_id = tasks.record.using(run_after=timedelta(seconds=60)).enqueue(1).id
+    dtq_env.client.zadd(keys().schedule, {task_id: 0})
+    gateway.promote(get_client(), keys(), [layout.TaskRef(task_id, "tests")])
+    [(first, again)] = twice.of("promote")
+    assert first == [1, 0, 0] and again == [0, 0, 0]  # the second finds it promoted already
+    assert read_side.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
+    assert dtq_env.client.xlen(keys().stream("tests", 1)) == 1  # one delivery, not two
+    assert len(events(dtq_env, "TASK_QUEUED")) == 1
+
+
+def test_periodic_resume(dtq_env: Any, twice: Twice) -> None:
+    name = "resend-resume"
+    dtq_env.client.hset(keys().periodic(name), mapping={"paused": "1", "cursor": 0})
+    assert gateway.periodic_resume(get_client(), keys(), name, 10, "back") is True
+    assert twice.of("periodic_resume") == [(1, 1)]  # the resend answers what the first did
+    assert dtq_env.client.llen(keys().periodic_log(name)) == 1  # one skip logged, not two
+    # A later request (a new token) is told the truth: the schedule was not paused.
+    assert gateway.periodic_resume(get_client(), keys(), name, 10, "again") is False

@@ -136,6 +136,9 @@ def from_engine(exc: engine.DtqError) -> ApiError:
                 details={"reason": exc.reason, "redis": exc.detail},
                 headers={"Retry-After": "5"},
             )
+        case engine.NotReplicated():
+            counts = {"wanted": exc.wanted, "replicas": exc.got}
+            return Unavailable(message, code="not_replicated", details=counts)
         case engine.SubmitError() | engine.InvalidTaskError() | engine.InvalidOperation():
             return BadRequest(message, code="invalid")
         case engine.TaskNotFound():

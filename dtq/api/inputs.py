@@ -18,6 +18,7 @@ from dtq.api.fields import (
 )
 from dtq.conf import dtq_settings
 from dtq.engine import registry
+from dtq.engine.actions import AuditAction
 from dtq.engine.limits import parse_rate
 from dtq.engine.read_side import MAX_PAGE
 from dtq.engine.state import TaskState
@@ -35,7 +36,7 @@ from dtq.options import (
 )
 
 MAX_BULK_TASKS = 500  # submissions per bulk request: bounds its time and its reply
-AUDIT_ACTIONS = ("cancel", "pause", "resume", "replay", "discard", "dlq_purge", "purge")
+AUDIT_ACTIONS = tuple(AuditAction)  # the audit log filter offers every recorded action
 
 
 class SubmitRequest(serializers.Serializer):

@@ -15,8 +15,11 @@ from typing import Any
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
+from dtq.conf import dtq_settings
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit_db import audit_alias
 from dtq.engine.errors import AuditUnavailable, DtqError, InvalidOperation
+from dtq.engine.keys import Keys
 
 log = logging.getLogger("dtq.audit")
 SOURCES = ("command", "admin", "api")
@@ -100,7 +103,7 @@ class Report:
 @contextmanager
 def audited(
     actor: Actor,
-    action: str,
+    action: AuditAction,
     *,
     queue: str = "",
     task_id: str = "",
@@ -116,6 +119,7 @@ def audited(
     """
     from dtq.models import AuditEntry
 
+    action = AuditAction(action)  # a name outside the one list is a bug: fail before any row
     report = Report(queue=queue, task_id=task_id, parameters=dict(parameters or {}))
     _check_text(reason, report.parameters)
     with audit_alias() as alias:
@@ -123,6 +127,7 @@ def audited(
         report.on_count = lambda: _checkpoint(entry, alias, report)
         try:
             yield report
+            _replicated(action)
         except DtqError as exc:
             _finish(entry, alias, report, AuditEntry.Outcome.REFUSED, str(exc))
             raise
@@ -130,6 +135,16 @@ def audited(
             _finish(entry, alias, report, AuditEntry.Outcome.ERROR, f"{type(exc).__name__}: {exc}")
             raise
         _finish(entry, alias, report, AuditEntry.Outcome.OK, report.detail)
+
+
+def _replicated(action: str) -> None:
+    """Wait for SUBMIT_REPLICAS replicas to have what the action wrote (NotReplicated if not)."""
+    from dtq.engine import durable
+    from dtq.engine.connection import get_client
+
+    if durable.wanted() > 0:
+        keys = Keys(dtq_settings.KEY_PREFIX)
+        durable.confirm_writes(get_client(), keys, f"the {action} action")
 
 
 def _check_text(reason: str, parameters: dict[str, Any]) -> None:

@@ -21,6 +21,7 @@ from django.db import connections
 
 from dtq.conf import dtq_settings
 from dtq.engine import failed, ids, ops
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.dlq import BATCH, DISCARDED, discard_entries, replay_entries
@@ -37,14 +38,14 @@ PAGE = 500
 MIN_PAGE_COST = 10  # read-budget commands below which another search page is not worth it
 
 # action -> (audit action, the states it acts on)
-ACTIONS: dict[str, tuple[str, tuple[TaskState, ...]]] = {
-    "retry": ("replay", (TaskState.DEAD_LETTERED, TaskState.FAILED)),
+ACTIONS: dict[str, tuple[AuditAction, tuple[TaskState, ...]]] = {
+    "retry": (AuditAction.REPLAY, (TaskState.DEAD_LETTERED, TaskState.FAILED)),
     "cancel": (
-        "cancel",
+        AuditAction.CANCEL,
         (TaskState.PENDING, TaskState.QUEUED, TaskState.RETRYING, TaskState.RUNNING),
     ),
-    "replay": ("replay", (TaskState.DEAD_LETTERED,)),
-    "discard": ("discard", (TaskState.DEAD_LETTERED,)),
+    "replay": (AuditAction.REPLAY, (TaskState.DEAD_LETTERED,)),
+    "discard": (AuditAction.DISCARD, (TaskState.DEAD_LETTERED,)),
 }
 
 

@@ -11,6 +11,8 @@ from urllib.parse import parse_qsl, urlsplit
 
 import redis
 import redis.asyncio as aioredis
+import redis.asyncio.sentinel as aiosentinel
+import redis.sentinel
 from django.core.signals import setting_changed
 from django.dispatch import receiver
 from redis.backoff import ExponentialBackoff
@@ -20,6 +22,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from redis.retry import Retry
 
 from dtq.conf import dtq_settings
+from dtq.engine import sentinels, slots
 
 RETRY_ON = [RedisConnectionError, RedisTimeoutError, ConnectionResetError]
 # Errors that mean "Redis cannot serve anyone right now" (down, failing over, full), as opposed
@@ -37,7 +40,7 @@ MASK = "***"
 _URL_PASSWORD = re.compile(r"(?P<head>[a-z][a-z0-9+.-]*://[^:/@\s]*:)[^@\s]+@", re.IGNORECASE)
 _QUERY_PASSWORD = re.compile(r"(?P<head>[?&]password=)[^&#\s]*", re.IGNORECASE)
 
-_lock = threading.Lock()
+_lock = threading.RLock()  # re-entered: a client being made asks for the slot map
 _clients: dict[str, Any] = {}
 _pid = os.getpid()
 
@@ -112,13 +115,80 @@ def is_outage(exc: BaseException) -> bool:
     return isinstance(exc, OUTAGE_ERRORS)
 
 
-def _sync_client() -> redis.Redis:
-    return redis.Redis.from_url(
-        redis_url(),
-        retry=Retry(ExponentialBackoff(cap=2.0, base=0.05), 6),
-        retry_on_error=RETRY_ON,
-        **_options(),
-    )
+def _retry() -> dict[str, Any]:
+    return {
+        "retry": Retry(ExponentialBackoff(cap=2.0, base=0.05), 6),
+        "retry_on_error": RETRY_ON,
+    }
+
+
+def _url_options() -> dict[str, Any]:
+    """Return what the URL says besides the address (database, user, password), for a
+    topology that finds its servers itself (Sentinel, Cluster)."""
+    options = redis.connection.parse_url(redis_url())
+    for name in ("host", "port", "path", "connection_class"):
+        options.pop(name, None)
+    return options
+
+
+def _sentinels() -> list[tuple[str, int]]:
+    return [(str(host), int(port)) for host, port in dtq_settings.REDIS_SENTINELS or ()]
+
+
+def _service() -> str:
+    return str(dtq_settings.REDIS_SENTINEL_SERVICE)  # the checks ensure it is set
+
+
+def _sentinel_options() -> dict[str, Any]:
+    # Sentinels answer at once: short timeouts, so a dead sentinel costs little.
+    timeout = float(dtq_settings.SOCKET_CONNECT_TIMEOUT)
+    return {"socket_timeout": timeout, "socket_connect_timeout": timeout}
+
+
+def _slot_map() -> slots.SlotMap:
+    """Return this process's map of the cluster's slots, seeded with the configured node."""
+    _check_fork()
+    found = _clients.get("slot_map")
+    if found is None:
+        with _lock:
+            found = _clients.get("slot_map")
+            if found is None:
+                parts = urlsplit(redis_url())
+                options = {**_url_options(), **_sentinel_options()}
+                options.pop("db", None)  # a cluster has database 0 only
+                seed = (parts.hostname or "127.0.0.1", parts.port or 6379)
+                found = slots.SlotMap([seed], options)
+                _clients["slot_map"] = found
+    return found
+
+
+def _slot_pool_kwargs(slot: int) -> dict[str, Any]:
+    options = {**_url_options(), **_options(), **_retry()}
+    options.pop("db", None)
+    return {"slot_map": _slot_map(), "slot": slot, **options}
+
+
+def _sync_client(slot: int | None = None) -> redis.Redis:
+    if dtq_settings.REDIS_SENTINELS:
+        manager = redis.sentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
+        return manager.master_for(
+            _service(),
+            connection_class=sentinels.SentinelConnection,
+            **_url_options(),
+            **_options(),
+            **_retry(),
+        )
+    if dtq_settings.REDIS_CLUSTER:
+        pool = redis.ConnectionPool(
+            connection_class=slots.SlotConnection, **_slot_pool_kwargs(_slot(slot))
+        )
+        return redis.Redis(connection_pool=pool)
+    return redis.Redis.from_url(redis_url(), **_retry(), **_options())
+
+
+def _slot(slot: int | None) -> int:
+    """Return slot, or when None the slot of shard 0 (where every key of one shard lives)."""
+    return slots.slot_of("{0}") if slot is None else slot
 
 
 def _with_hiredis_packing(connection_class: type[Any]) -> type[Any]:
@@ -141,17 +211,31 @@ def _with_hiredis_packing(connection_class: type[Any]) -> type[Any]:
     return HiredisPackingConnection
 
 
-def _async_client() -> aioredis.Redis:
+def _async_client(slot: int | None = None) -> aioredis.Redis:
     from redis.asyncio.retry import Retry as AsyncRetry
 
-    pool = aioredis.ConnectionPool.from_url(
-        redis_url(),
-        retry=AsyncRetry(ExponentialBackoff(cap=2.0, base=0.05), 6),
-        retry_on_error=RETRY_ON,
-        **_options(),
-    )
+    retry: dict[str, Any] = {
+        "retry": AsyncRetry(ExponentialBackoff(cap=2.0, base=0.05), 6),
+        "retry_on_error": RETRY_ON,
+    }
+    if dtq_settings.REDIS_SENTINELS:
+        manager = aiosentinel.Sentinel(_sentinels(), sentinel_kwargs=_sentinel_options())
+        client = manager.master_for(
+            _service(),
+            connection_class=sentinels.AsyncSentinelConnection,
+            **_url_options(),
+            **_options(),
+            **retry,
+        )
+        pool = client.connection_pool
+    elif dtq_settings.REDIS_CLUSTER:
+        kwargs = {**_slot_pool_kwargs(_slot(slot)), **retry}
+        pool = aioredis.ConnectionPool(connection_class=slots.AsyncSlotConnection, **kwargs)
+        client = aioredis.Redis(connection_pool=pool)
+    else:
+        pool = aioredis.ConnectionPool.from_url(redis_url(), **retry, **_options())
+        client = aioredis.Redis(connection_pool=pool)
     pool.connection_class = _with_hiredis_packing(pool.connection_class)
-    client = aioredis.Redis(connection_pool=pool)
     # The pool is this client's alone: aclose() must disconnect it too, or every connection
     # it opened stays open until garbage collection.
     client.auto_close_connection_pool = True
@@ -166,27 +250,60 @@ def _check_fork() -> None:
 
 
 def get_client() -> redis.Redis:
-    """Return this process's synchronous client."""
+    """Return this process's synchronous client (on a cluster: for shard 0's slot)."""
+    return _cached_client(None)
+
+
+def client_for_key(key: str) -> redis.Redis:
+    """Return the synchronous client that reaches the primary holding key.
+
+    On one server or behind Sentinel that is get_client(); on a Redis Cluster it is a client
+    of the primary serving the key's hash slot (following it through MOVED and failovers).
+    """
+    if not dtq_settings.REDIS_CLUSTER or dtq_settings.REDIS_SENTINELS:
+        return get_client()
+    slot = slots.slot_of(key)
+    return _cached_client(None if slot == _slot(None) else slot)
+
+
+def routed(client: Any, keys: list[Any]) -> Any:
+    """Return the client for the slot of a script call's keys on a Redis Cluster, else client.
+
+    Every script's keys share one hash tag, so the first key names the slot of them all.
+    """
+    if not keys or not dtq_settings.REDIS_CLUSTER or dtq_settings.REDIS_SENTINELS:
+        return client
+    return client_for_key(str(keys[0]))
+
+
+def _cached_client(slot: int | None) -> redis.Redis:
     _check_fork()
-    client = _clients.get("sync")
+    name = "sync" if slot is None else f"sync:{slot}"
+    client = _clients.get(name)
     if client is None:
         with _lock:
-            client = _clients.get("sync") or _sync_client()
-            _clients["sync"] = client
+            client = _clients.get(name) or _sync_client(slot)
+            _clients[name] = client
     return client
 
 
-def new_async_client() -> aioredis.Redis:
-    """Return a new asyncio client (one per event loop; the caller closes it)."""
-    return _async_client()
+def new_async_client(key: str | None = None) -> aioredis.Redis:
+    """Return a new asyncio client (one per event loop; the caller closes it).
+
+    On a Redis Cluster it reaches the primary of key's slot (shard 0's when key is None).
+    """
+    if key is None or not dtq_settings.REDIS_CLUSTER:
+        return _async_client()
+    return _async_client(slots.slot_of(key))
 
 
 def reset() -> None:
     """Drop cached clients, e.g. after the settings changed."""
     with _lock:
-        client = _clients.pop("sync", None)
-    if client is not None:
-        client.close()
+        dropped = [_clients.pop(name) for name in list(_clients)]
+    for client in dropped:
+        if isinstance(client, redis.Redis):
+            client.close()
 
 
 @receiver(setting_changed)

@@ -74,6 +74,11 @@ def _own_connection(pool: Any) -> Any:
     return held[2]
 
 
+def own_connection(client: Any) -> Any:
+    """Return this thread's own connection of client's pool (the one call_script uses)."""
+    return _own_connection(client.connection_pool)
+
+
 def call_script(client: Any, script: Script, keys: list[Any], args: list[Any]) -> Any:
     """Run a script on this thread's own connection of the sync client's pool."""
     packed = pack_evalsha(script, keys, args)

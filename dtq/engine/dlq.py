@@ -71,15 +71,12 @@ def _keys() -> Keys:
 
 
 def _refs(queue: str, entries: list[DlqEntry]) -> list[layout.TaskRef]:
-    """Task refs for the entries, with the idempotency key from the record (else the entry)."""
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    for entry in entries:
-        pipe.hget(keys.task(_task_id(entry)), "idem")
-    return [
-        layout.TaskRef(_task_id(entry), queue, idem or entry["idempotency_key"])
-        for entry, idem in zip(entries, pipe.execute(), strict=True)
-    ]
+    """Task refs for the entries; each entry carries its task's idempotency key.
+
+    The record's key equals the entry's while the entry exists (only a replay, which removes
+    the entry, changes it), and the scripts check the key still names the task.
+    """
+    return [layout.TaskRef(_task_id(entry), queue, entry["idempotency_key"]) for entry in entries]
 
 
 def _task_id(entry: DlqEntry) -> str:
@@ -105,17 +102,15 @@ def replay_entries(
     usable = [e for e in entries if ids.is_valid(e["task_id"])]
     replies: list[str] = []
     if usable:
-        queues = [queue]
-        target = layout.queue_index(queues, to_queue or queue)
         kept = None
         if edits is not None:
             kept = [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
         replies = gateway.replay(
             get_client(),
             _keys(),
-            queues,
+            queue,
+            to_queue or queue,
             _refs(queue, usable),
-            target,
             dtq_settings.DEFAULT_MAX_ATTEMPTS,
             [e["entry_id"] for e in usable],
             kept,

@@ -13,6 +13,7 @@ from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, failed, ids, read_side, registry
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
 from dtq.engine.dlq import REPLAYED, replay_entries
@@ -79,7 +80,7 @@ def edit_and_replay(
     if not ids.is_valid(task_id):
         raise NotInDeadLetterQueue(task_id)
     changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
-    with audited(actor, "replay", task_id=task_id, reason=reason) as report:
+    with audited(actor, AuditAction.REPLAY, task_id=task_id, reason=reason) as report:
         entry = read_side.find_dlq_entry(task_id)
         if entry is None:
             raise NotInDeadLetterQueue(task_id)
@@ -115,7 +116,9 @@ def edit_and_retry(
         raise TaskNotFound(f"invalid task id {task_id[:40]!r}")
     changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
     params = {"state": "FAILED"}
-    with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.REPLAY, task_id=task_id, reason=reason, parameters=params
+    ) as report:
         found = failed.find([task_id])  # read first: its finished_at fences the script call
         record = read_side.get_task(task_id)
         if record is None:

@@ -44,6 +44,20 @@ class WritesRefused(SubmitError):
         self.detail = detail
 
 
+class NotReplicated(SubmitError):
+    """Raised when fewer replicas than SUBMIT_REPLICAS confirmed a write in time."""
+
+    def __init__(self, what: str, wanted: int, got: int, timeout: float) -> None:
+        super().__init__(
+            f"{what} is on the primary, but only {got} of {wanted} replica(s) confirmed it "
+            f"within {timeout:g}s: a failover now could lose it. It was not undone and may "
+            "still run; resubmit with an idempotency key to be safe"
+        )
+        self.what = what
+        self.wanted = wanted
+        self.got = got
+
+
 class IdempotencyConflict(SubmitError):
     """Raised when an idempotency key is reused with a different payload."""
 

@@ -53,9 +53,9 @@ def retry(
     """
     if not tasks:
         return []
-    queues = [queue]
-    target = layout.queue_index(queues, to_queue or queue)
     refs = [layout.TaskRef(t.id, queue, t.idem) for t in tasks]
     fences = [t.finished_at for t in tasks]
     edits = edits if edits is not None else [""] * len(tasks)
-    return gateway.retry_failed(get_client(), _keys(), queues, refs, target, fences, edits)
+    return gateway.retry_failed(
+        get_client(), _keys(), queue, to_queue or queue, refs, fences, edits
+    )

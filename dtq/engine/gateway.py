@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
-from dtq.engine import layout
+from dtq.engine import codec, layout
+from dtq.engine.connection import routed
 from dtq.engine.direct import AsyncCaller, call_script, call_script_many
 from dtq.engine.executor import Attempt, Outcome
 from dtq.engine.keys import Keys
@@ -119,7 +120,8 @@ def lua_reply_builders() -> str:
 
 
 def _call(client: Any, name: str, call: Call) -> Any:
-    return call_script(client, script(name), *call)
+    # On a Redis Cluster the call goes to the primary of its keys' slot (connection.routed).
+    return call_script(routed(client, call[0]), script(name), *call)
 
 
 def _build(
@@ -143,10 +145,49 @@ def _build(
 # ----- submit ------------------------------------------------------------------------------
 
 
-def submit_call(
-    keys: Keys, queues: Sequence[str], refs: Sequence[TaskRef], args: list[Any]
-) -> Call:
-    """Return the submit.lua call for these tasks (args: submit.py's fields per task)."""
+class NewTask(NamedTuple):
+    """One validated task for submit.lua: what its record starts with (payload encoded)."""
+
+    id: str
+    queue: str
+    name: str
+    priority: int
+    band: int
+    max_attempts: int
+    payload: str  # JSON
+    delay_ms: int  # 0 = now
+    expires_at: int  # ms, 0 = never
+    timeout: float | None
+    retry: dict[str, float]
+    idempotency_key: str | None
+    fingerprint: str  # of name and payload; '' without an idempotency key
+    max_depth: int  # the queue's depth limit, 0 = none
+    limits: str  # the record's flow-control 'lim' field (engine/limits.py); '' = none
+
+
+def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
+    """Return the submit.lua call for these tasks (one shard's, in reply order)."""
+    queues: list[str] = []
+    refs, args = [], []
+    for task in tasks:
+        refs.append(TaskRef(task.id, task.queue, task.idempotency_key or ""))
+        args += [
+            layout.queue_index(queues, task.queue),
+            task.id,
+            task.name,
+            task.priority,
+            task.band,
+            task.max_attempts,
+            task.payload,
+            task.delay_ms,
+            task.expires_at,
+            "" if task.timeout is None else task.timeout,
+            codec.dumps(task.retry),
+            task.idempotency_key or "",
+            task.fingerprint,
+            task.max_depth,
+            task.limits,
+        ]
     return _build(keys, queues, refs, *args)
 
 
@@ -157,6 +198,8 @@ def submit(client: Any, call: Call) -> list[Submitted]:
 
 def submit_many(client: Any, calls: list[Call]) -> list[list[Submitted] | Exception]:
     """Run many submit.lua calls pipelined; a call refused whole is its exception."""
+    # One client for all: with SHARDS = 1 every call is in shard 0's slot.
+    client = routed(client, calls[0][0]) if calls else client
     replies = call_script_many(client, script("submit"), calls)
     return [r if isinstance(r, Exception) else SUBMITTED.decode(r) for r in replies]
 
@@ -373,14 +416,16 @@ def set_limits(
 def replay(
     client: Any,
     keys: Keys,
-    queues: list[str],
+    queue: str,
+    to_queue: str,
     refs: Sequence[TaskRef],
-    target: int,
     max_attempts: int,
     entry_ids: Sequence[str],
     edits: Sequence[str] | None,
 ) -> list[str]:
-    """Replay DLQ entries of queues[0] onto queue block `target`; one status per entry."""
+    """Replay DLQ entries of queue onto to_queue (may be the same); one status per entry."""
+    queues = [queue]
+    target = layout.queue_index(queues, to_queue)
     args: list[Any] = [1, target, max_attempts, *entry_ids, *(edits or ())]
     return [str(v) for v in _call(client, "replay", _build(keys, queues, refs, *args))]
 
@@ -388,17 +433,18 @@ def replay(
 def retry_failed(
     client: Any,
     keys: Keys,
-    queues: list[str],
+    queue: str,
+    to_queue: str,
     refs: Sequence[TaskRef],
-    target: int,
     fences: Sequence[str],
     edits: Sequence[str],
 ) -> list[str]:
-    """Retry FAILED tasks of queues[0] onto queue block `target`; one status per task.
+    """Retry FAILED tasks of queue onto to_queue (may be the same); one status per task.
 
     fences: each record's finished_at as read (the failure retried); edits: '' for none.
     """
-    args: list[Any] = [1, target]
+    queues = [queue]
+    args: list[Any] = [1, layout.queue_index(queues, to_queue)]
     for fence, edit in zip(fences, edits, strict=True):
         args += [fence, edit]
     return [str(v) for v in _call(client, "retry_failed", _build(keys, queues, refs, *args))]
@@ -505,7 +551,8 @@ def periodic_commit(
 
 def periodic_resume(client: Any, keys: Keys, name: str, log_length: int, reason: str) -> bool:
     """Resume a paused schedule from now on; False if it was not paused."""
-    call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason])
+    token = secrets.token_hex(8)  # one per request: a resend of this call carries it too
+    call: Call = ([keys.periodic(name), keys.periodic_log(name)], [log_length, reason, token])
     return bool(_call(client, "periodic_resume", call))
 
 

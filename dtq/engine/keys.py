@@ -108,6 +108,10 @@ class Keys:
         return self._k("paused")
 
     @property
+    def durable_mark(self) -> str:
+        return self._k("durable")
+
+    @property
     def workers(self) -> str:
         return self._k("workers")
 

@@ -6,6 +6,7 @@ from datetime import timedelta
 from typing import Any
 
 from dtq.engine import registry
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import task_queues
 from dtq.engine.edit import check_arguments, signature
@@ -40,7 +41,9 @@ def run_by_hand(
     args, kwargs = list(args or []), dict(kwargs or {})
     params: dict[str, Any] = {"task": name, "args": args, "kwargs": kwargs, "queue": queue}
     params |= {"priority": priority, "delay": delay}
-    with audited(actor, "submit", queue=queue or "", reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.SUBMIT, queue=queue or "", reason=reason, parameters=params
+    ) as report:
         task = registry.get(name)
         if task is None or not hasattr(task, "using"):
             raise InvalidTaskError(f"no dtq task named {name!r} is registered")

@@ -13,6 +13,7 @@ from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import cursors, gateway, ids, layout, limits, read_side, workflows
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
@@ -106,7 +107,7 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
     """
     reason = _reason(reason)
     task_id = _task_id(task_id)
-    with audited(actor, "cancel", task_id=task_id, reason=reason) as report:
+    with audited(actor, AuditAction.CANCEL, task_id=task_id, reason=reason) as report:
         outcome = cancel_task(task_id, reason or "cancelled by an operator", report)
         report.affected = 1
         report.parameters["outcome"] = outcome
@@ -118,6 +119,8 @@ def cancel_task(task_id: str, reason: str, report: Report) -> str:
     client: Any = get_client()  # decode_responses: replies are str
     keys = _keys()
     for _ in range(CANCEL_ATTEMPTS):
+        # The call must declare the task's keys (Redis Cluster), so read which they are; the
+        # loop only repeats when a replay moved the task between read and call.
         queue, idem, payload = client.hmget(keys.task(task_id), "queue", "idem", "payload")
         if not queue:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
@@ -145,7 +148,7 @@ def cancel_workflow(workflow_id: str, *, actor: Actor, reason: str = "") -> str:
     """
     reason = _reason(reason)
     workflows.check_id(workflow_id)
-    with audited(actor, "cancel", task_id=workflow_id, reason=reason) as report:
+    with audited(actor, AuditAction.CANCEL, task_id=workflow_id, reason=reason) as report:
         report.parameters["workflow"] = workflow_id
         before = workflows.cancel(workflow_id)
         report.affected = 1 if before in ("RUNNING", "FAILED") else 0
@@ -168,7 +171,7 @@ def resume_queue(queue: str, *, actor: Actor, reason: str = "") -> bool:
 
 def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     reason = _reason(reason)
-    action = "pause" if paused else "resume"
+    action = AuditAction.PAUSE if paused else AuditAction.RESUME
     with audited(actor, action, queue=queue, reason=reason) as report:
         if _queue(queue) not in read_side.queue_names():  # pausing must not create a queue
             _target(queue)
@@ -211,7 +214,9 @@ def set_queue_limits(
     except ValueError as exc:
         raise InvalidOperation(str(exc)) from None
     params = {"max_concurrency": conc, "rate": read_side.rate_text(encoded)}
-    with audited(actor, "queue_limit", queue=queue, reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.QUEUE_LIMIT, queue=queue, reason=reason, parameters=params
+    ) as report:
         if queue not in read_side.queue_names():
             _target(queue)
         change = True
@@ -270,7 +275,9 @@ def replay(
     reason = _reason(reason)
     task_id = _task_id(task_id)
     params = {"to_queue": to_queue} if to_queue else {}
-    with audited(actor, "replay", task_id=task_id, reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.REPLAY, task_id=task_id, reason=reason, parameters=params
+    ) as report:
         if to_queue is not None:
             _target(to_queue)
         entry = _entry(task_id, queue)
@@ -306,7 +313,9 @@ def replay_many(
     """
     flt = flt or DlqFilter()
     params = {"filter": flt.as_dict(), "to_queue": to_queue, "bulk": True, "after": after}
-    with audited(actor, "replay", queue=queue, reason=_reason(reason), parameters=params) as rep:
+    with audited(
+        actor, AuditAction.REPLAY, queue=queue, reason=_reason(reason), parameters=params
+    ) as rep:
         _queue(queue)
         if to_queue is not None:
             _target(to_queue)
@@ -350,7 +359,7 @@ def discard(task_id: str, *, actor: Actor, queue: str | None = None, reason: str
     """Remove one task's entry from its DLQ for good (its record stays until retention)."""
     reason = _reason(reason)
     task_id = _task_id(task_id)
-    with audited(actor, "discard", task_id=task_id, reason=reason) as report:
+    with audited(actor, AuditAction.DISCARD, task_id=task_id, reason=reason) as report:
         entry = _entry(task_id, queue)
         report.queue = entry["queue"]
         status = discard_entries(entry["queue"], [entry], reason)[0]
@@ -372,7 +381,9 @@ def discard_many(
     flt = flt or DlqFilter()
     reason = _reason(reason)
     params = {"filter": flt.as_dict(), "bulk": True, "after": after}
-    with audited(actor, "discard", queue=queue, reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.DISCARD, queue=queue, reason=reason, parameters=params
+    ) as report:
         _queue(queue)
         return _discard_all(queue, flt, reason, progress, report, _after(after))
 
@@ -391,7 +402,9 @@ def purge_dlq(
     """
     reason = _reason(reason, required=True)
     params = {"limit": limit} if limit else {}
-    with audited(actor, "dlq_purge", queue=queue, reason=reason, parameters=params) as report:
+    with audited(
+        actor, AuditAction.DLQ_PURGE, queue=queue, reason=reason, parameters=params
+    ) as report:
         _queue(queue)
         return _discard_all(queue, DlqFilter(limit=limit), reason, progress, report, "-")
 
@@ -441,7 +454,7 @@ def purge_queue(
     reason = _reason(reason, required=True)
     cutoff = _cutoff(cursor)
     params = {"limit": limit, "cursor": cursor} if limit or cursor else {}
-    with audited(actor, "purge", queue=queue, reason=reason, parameters=params) as report:
+    with audited(actor, AuditAction.PURGE, queue=queue, reason=reason, parameters=params) as report:
         _queue(queue)
 
         def track(result: PurgeResult) -> None:

@@ -112,6 +112,9 @@ class Periodic:
     def task_refs(self, task_ids: list[str]) -> list[layout.TaskRef]:
         """Look up each task's queue and idempotency key in one round trip.
 
+        Due and expired tasks are known by id only, and a call must declare every key it
+        touches (its queue block, its idempotency key): the one pre-read that stays.
+
         A task whose record is gone gets the default queue: scripts only need some block to
         drop it.
         """

@@ -146,7 +146,7 @@ class Purge:
             seen.update(chosen)
             offset += len(members) - len(chosen)
             if chosen:
-                self._call([(state.value, m, "", "") for m in chosen])
+                self._call([(state.value, m, "", "") for m in chosen], self._idems(chosen))
 
     def _sweep_stream(self, band: int) -> None:
         stream = self.keys.stream(self.queue, band)
@@ -159,18 +159,23 @@ class Purge:
             if not rows:
                 return
             low = f"({rows[-1][0]}"
-            items = [("entry", f.get("t") or "", str(band), eid) for eid, f in rows]
-            chosen = [item for item in items if self._old(item[1])]
+            # Each entry names its task's idempotency key ('i'): no record to read first.
+            chosen = [(eid, f) for eid, f in rows if self._old(f.get("t") or "")]
             if chosen:
-                self._call(chosen)
+                items = [("entry", f.get("t") or "", str(band), eid) for eid, f in chosen]
+                self._call(items, [f.get("i") or "" for _, f in chosen])
 
-    def _call(self, items: list[tuple[str, str, str, str]]) -> None:
+    def _idems(self, task_ids: list[str]) -> list[str]:
+        """Read the idempotency keys of tasks known from an index only (the call declares them)."""
         pipe = self.client.pipeline(transaction=False)
-        for _, task_id, _, _ in items:
+        for task_id in task_ids:
             pipe.hget(self.keys.task(_safe(task_id)), "idem")
+        return [idem or "" for idem in pipe.execute()]
+
+    def _call(self, items: list[tuple[str, str, str, str]], idems: list[str]) -> None:
         refs = [
-            layout.TaskRef(_safe(task_id), self.queue, idem or "")
-            for (_, task_id, _, _), idem in zip(items, pipe.execute(), strict=True)
+            layout.TaskRef(_safe(task_id), self.queue, idem)
+            for (_, task_id, _, _), idem in zip(items, idems, strict=True)
         ]
         self.result.add(gateway.purge(self.client, self.keys, self.queue, refs, self.reason, items))
         self.result.taken += len(items)

@@ -162,8 +162,8 @@ class Reaper(Periodic):
         refs, settling = [], []
         for entry_id, fields in entries:
             task_id = (fields or {}).get("t") or "gone"
-            idem = fields.get("i") if fields and "i" in fields else self._idem(task_id)
-            refs.append(layout.TaskRef(task_id, queue, idem))
+            # The entry names the task's idempotency key ('i'; none: the task has no key).
+            refs.append(layout.TaskRef(task_id, queue, (fields or {}).get("i") or ""))
             settling.append((band, entry_id))
         redelivered, reclaimed, absorbed, _ = gateway.reconcile(
             self.client, self.keys, queue, refs, settling, self.use_dlq
@@ -176,9 +176,6 @@ class Reaper(Periodic):
             absorbed,
         )
         return int(redelivered) + int(reclaimed) + int(absorbed)
-
-    def _idem(self, task_id: str) -> str:
-        return self.client.hget(self.keys.task(task_id), "idem") or ""
 
     def apply_retention(self) -> None:
         """Drop index entries of terminal tasks past retention, and DLQ entries past theirs."""

@@ -12,6 +12,7 @@ from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, firing, gateway
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.connection import get_client
 from dtq.engine.firing import Schedule
@@ -83,7 +84,9 @@ def status(schedule: Schedule, history: int = 20, upcoming: int = 5) -> Schedule
 
 def pause(schedule: Schedule, *, actor: Actor, reason: str = "") -> bool:
     """Stop firing a schedule (its slots are skipped until resumed); False if already paused."""
-    with audited(actor, "periodic_pause", reason=reason, parameters=_params(schedule)) as report:
+    with audited(
+        actor, AuditAction.PERIODIC_PAUSE, reason=reason, parameters=_params(schedule)
+    ) as report:
         changed = get_client().hset(_keys().periodic(schedule.name), "paused", "1")
         # HSET answers how many fields it added: 0 when the flag was already there
         report.affected = int(changed)
@@ -94,7 +97,9 @@ def pause(schedule: Schedule, *, actor: Actor, reason: str = "") -> bool:
 
 def resume(schedule: Schedule, *, actor: Actor, reason: str = "") -> bool:
     """Fire a paused schedule again from now on; False if it was not paused."""
-    with audited(actor, "periodic_resume", reason=reason, parameters=_params(schedule)) as report:
+    with audited(
+        actor, AuditAction.PERIODIC_RESUME, reason=reason, parameters=_params(schedule)
+    ) as report:
         keys = _keys()
         changed = gateway.periodic_resume(
             get_client(), keys, schedule.name, firing.LOG_LENGTH, reason
@@ -107,7 +112,9 @@ def resume(schedule: Schedule, *, actor: Actor, reason: str = "") -> bool:
 
 def run_now(schedule: Schedule, *, actor: Actor, reason: str = "") -> str:
     """Submit one firing at once (scheduled_at = now, slots unchanged); return its task id."""
-    with audited(actor, "periodic_run", reason=reason, parameters=_params(schedule)) as report:
+    with audited(
+        actor, AuditAction.PERIODIC_RUN, reason=reason, parameters=_params(schedule)
+    ) as report:
         client, keys = get_client(), _keys()
         now = firing.redis_ms(client)
         sub = schedule.submission(now, key=f"{firing.idempotency_key(schedule.name, now)}:now")

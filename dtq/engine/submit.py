@@ -11,7 +11,7 @@ from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, gateway, ids, layout, refusals
+from dtq.engine import codec, durable, gateway, ids, refusals
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.errors import (
@@ -116,8 +116,8 @@ def validate(sub: Submission) -> None:
     check_idempotency_key(sub.idempotency_key)
 
 
-def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
-    """Return the 15 submit.lua fields of one validated submission."""
+def _new_task(sub: Submission, task_id: str) -> gateway.NewTask:
+    """Return what submit.lua needs of one validated submission (its payload encoded)."""
     s = dtq_settings
     ctx = propagation.capture()
     payload = codec.encode_payload(
@@ -126,23 +126,23 @@ def _task_args(sub: Submission, task_id: str, qi: int) -> list[Any]:
     expires_at = 0
     if sub.ttl is not None:
         expires_at = ids.created_ms(task_id) + int((sub.delay + sub.ttl) * 1000)
-    return [
-        qi,
-        task_id,
-        sub.name,
-        sub.priority,
-        band_of(sub.priority),
-        sub.max_attempts,
-        payload,
-        int(sub.delay * 1000),
-        expires_at,
-        "" if sub.timeout is None else sub.timeout,
-        codec.dumps(sub.retry),
-        sub.idempotency_key or "",
-        _fingerprint(sub, payload, ctx) if sub.idempotency_key else "",
-        s.max_depth(sub.queue),
-        sub.limits,
-    ]
+    return gateway.NewTask(
+        id=task_id,
+        queue=sub.queue,
+        name=sub.name,
+        priority=sub.priority,
+        band=band_of(sub.priority),
+        max_attempts=sub.max_attempts,
+        payload=payload,
+        delay_ms=int(sub.delay * 1000),
+        expires_at=expires_at,
+        timeout=sub.timeout,
+        retry=sub.retry,
+        idempotency_key=sub.idempotency_key,
+        fingerprint=_fingerprint(sub, payload, ctx) if sub.idempotency_key else "",
+        max_depth=s.max_depth(sub.queue),
+        limits=sub.limits,
+    )
 
 
 def _task_id(sub: Submission) -> tuple[str, int]:
@@ -162,22 +162,21 @@ def _calls(
     Each call is (KEYS, ARGV, the positions in subs of its tasks, in reply order). An invalid
     submission is left out and its error put in `errors` under offset + its position.
     """
-    by_shard: dict[int, tuple[list[str], list[layout.TaskRef], list[Any], list[int]]] = {}
+    by_shard: dict[int, tuple[list[gateway.NewTask], list[int]]] = {}
     for position, sub in enumerate(subs):
         try:
             validate(sub)
             task_id, shard = _task_id(sub)
-            queues, refs, args, positions = by_shard.setdefault(shard, ([], [], [], []))
-            task_args = _task_args(sub, task_id, layout.queue_index(queues, sub.queue))
+            task = _new_task(sub, task_id)
         except (SubmitError, InvalidTaskError) as exc:
             errors[offset + position] = exc
             continue
-        refs.append(layout.TaskRef(task_id, sub.queue, sub.idempotency_key or ""))
-        args += task_args
+        tasks, positions = by_shard.setdefault(shard, ([], []))
+        tasks.append(task)
         positions.append(position)
     calls = []
-    for shard, (queues, refs, args, positions) in by_shard.items():
-        call = gateway.submit_call(Keys(dtq_settings.KEY_PREFIX, shard), queues, refs, args)
+    for shard, (tasks, positions) in by_shard.items():
+        call = gateway.submit_call(Keys(dtq_settings.KEY_PREFIX, shard), tasks)
         calls.append((*call, positions))
     return calls
 
@@ -187,8 +186,7 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     validate(sub)
     task_id, shard = _task_id(sub)
     keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
-    ref = layout.TaskRef(task_id, sub.queue, sub.idempotency_key or "")
-    return gateway.submit_call(keys, [sub.queue], [ref], _task_args(sub, task_id, 1))
+    return gateway.submit_call(keys, [_new_task(sub, task_id)])
 
 
 def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:
@@ -216,14 +214,16 @@ def submit(sub: Submission) -> Accepted:
     """Accept one task, atomically, in a single script call."""
     with tracing.producing(sub) as span:
         call = prepare(sub)
+        client = get_client()
         try:
-            (reply,) = gateway.submit(get_client(), call)
+            (reply,) = gateway.submit(client, call)
         except ResponseError as exc:
             refused = refusals.as_submit_error(exc)
             if refused is None:
                 raise
             raise refused from exc  # refused at its first write: nothing of the task was stored
         accepted = interpret(sub, reply)
+        durable.confirm_submit(client, f"task {accepted.id}")
         tracing.accepted(span, accepted)
         return accepted
 
@@ -254,7 +254,9 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     calls = [
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
-    replies = gateway.submit_many(get_client(), [(keys, argv) for _, (keys, argv, _) in calls])
+    client = get_client()
+    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
+    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):

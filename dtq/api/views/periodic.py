@@ -18,6 +18,7 @@ from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, Conflict, NotFound
 from dtq.api.responses import error_responses
 from dtq.engine import schedule_ops
+from dtq.engine.actions import AuditAction
 from dtq.engine.audit import audited
 from dtq.engine.errors import ScheduleNotFound
 from dtq.engine.firing import NAME, Schedule
@@ -163,7 +164,7 @@ class ScheduleCollection(DtqView):
         """Add a database schedule (audited)."""
         form = valid(ScheduleIn, body(request))
         params = {"schedule": form.validated_data["name"], "change": "added"}
-        with audited(self.actor(), "periodic_edit", parameters=params) as report:
+        with audited(self.actor(), AuditAction.PERIODIC_EDIT, parameters=params) as report:
             with transaction.atomic():
                 row = form.save()
             report.affected = 1
@@ -199,7 +200,7 @@ class ScheduleDetail(DtqView):
         form = ScheduleIn(row, data=data, partial=True)
         form.is_valid(raise_exception=True)
         params = {"schedule": name, "change": "changed", "fields": sorted(form.validated_data)}
-        with audited(self.actor(), "periodic_edit", parameters=params) as report:
+        with audited(self.actor(), AuditAction.PERIODIC_EDIT, parameters=params) as report:
             form.save()
             report.affected = 1
         return render(ScheduleOut, as_data(schedule_ops.status(find(name))))
@@ -213,7 +214,7 @@ class ScheduleDetail(DtqView):
         """Delete a database schedule (audited); its firings already queued stay."""
         row = database_row(name)
         params = {"schedule": name, "change": "deleted"}
-        with audited(self.actor(), "periodic_edit", parameters=params) as report:
+        with audited(self.actor(), AuditAction.PERIODIC_EDIT, parameters=params) as report:
             row.delete()
             report.affected = 1
         return Response(status=204)

@@ -66,7 +66,7 @@ class Histogram(TypedDict):
     count: int
 
 
-# Upper bounds in ms of the buckets lib.lua's observe() counts into; keep the two in step.
+# Upper bounds in ms of the buckets lib.lua's observe() counts into (both from protocol.py).
 LATENCY_BUCKETS_MS = protocol.LATENCY_BUCKETS_MS
 
 
