@@ -316,7 +316,7 @@ def run(
     *,
     queues: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Return one page of tasks matching the query (records.search_tasks, plus `queues_total`).
+    """Return one page of tasks matching the query (read_side.search_tasks, plus `queues_total`).
 
     The query's queues are read, else `queues`, else every known queue; a queue named both
     ways must be in both.

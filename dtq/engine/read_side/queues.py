@@ -392,7 +392,7 @@ def list_tasks(
     indexed are left out, and a page holds no more records than the read budget pays for,
     so a page can be shorter than `limit` and still have a next page.
     """
-    # Imported here: records.search imports records.dlq, which imports this module.
+    # Imported here: read_side.search imports read_side.dlq, which imports this module.
     from dtq.engine.read_side.search import search_tasks
 
     check_queue_name(queue)
