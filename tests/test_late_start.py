@@ -14,7 +14,7 @@ from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import get_client
 from dtq.engine.executor import Attempt, run_sync_attempt, skipped
 from dtq.engine.keys import GROUP
-from dtq.engine.records import get_task
+from dtq.engine.read_side import get_task
 from dtq.views import timeline
 from tests.conftest import Env, wait_for
 from tests.script_calls import Scripts
