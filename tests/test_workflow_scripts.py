@@ -24,7 +24,7 @@ def finalize_twice(
     member = codec.loads(get_client().hget(keys().task(claimed["id"]), "payload"))["wfm"]
     scripts = Scripts.of(get_client())
     ref = layout.TaskRef(claimed["id"], "tests", claimed["idem"])
-    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id])
+    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id], layout=layout.of("finalize"))
     history = codec.dumps({"attempt": claimed["attempt"], "outcome": outcome})
     args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome]
     args += [codec.dumps(result), history, 0]

@@ -3,27 +3,27 @@
 -- paragraph that defines a name the script (or an included paragraph) mentions. Keep a
 -- state and the functions that write and flush it in one paragraph.
 --
--- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
---   KEYS[1..7]   shared:  schedule (zset), running (zset id -> lease deadline ms),
+-- Every script receives KEYS in its layout (dtq/engine/layout.py; the full layout unless the
+-- script has its own, which leaves out keys it never uses), built in this order:
+--   shared keys, any of: schedule (zset), running (zset id -> lease deadline ms),
 --                         events (stream), queues (set), paused (set), throughput bucket (hash),
 --                         DLQ index (hash task id -> '<queue> <DLQ entry id>')
---   then one block of QB keys per queue (ARGV[1] blocks):
---                         9 state indexes (zset id -> ms, in STATE_ORDER), stats (hash),
---                         dlq (stream), stream band 0, band 1, band 2, flow control:
---                         limits (hash), held slots (zset), waiting line (zset), rate
---                         meters (zset)
---   then one block of TB keys per task (ARGV[2] blocks):
+--   then one block of QB keys per queue (ARGV[1] blocks), any of:
+--                         9 state indexes (zset id -> ms, IX[state] places them), stats (hash),
+--                         dlq (stream), stream band 0, band 1, band 2 (all three, adjacent),
+--                         flow control: limits (hash), held slots (zset), waiting line (zset),
+--                         rate meters (zset)
+--   then one block of TB keys per task (ARGV[2] blocks), any of:
 --                         task record (hash), result (string), idempotency record (hash)
--- and the same ARGV header:
+-- K_*, Q_*, IX and T_* (generated below) give each key's place; a key the layout leaves out
+-- is nil there, so a script that uses it fails loudly instead of writing another key.
+-- Every script receives the same ARGV header:
 --   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
 --   ARGV[4] retention of terminal records (s)  ARGV[5] result ttl (s)
 --   ARGV[6] idempotency record ttl (s)  ARGV[7] consumer group
 --   ARGV[8 .. 7+nq] queue names, in block order; script arguments follow (see ARG0).
 
-local NSHARED, QB, TB = 7, 18, 3
-local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
-local Q_STATS, Q_DLQ, Q_STREAM0, Q_LIMITS, Q_HELD, Q_WAIT, Q_RATE = 10, 11, 12, 15, 16,
-  17, 18
+-- @generated layout (layout.py)
 
 -- @generated constants (protocol.py)
 
@@ -40,6 +40,9 @@ local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] en
 local function qname(qi) return ARGV[7 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
+-- A state's index key place in this script's queue blocks; a state the layout leaves out is an
+-- error, never a silently skipped index write.
+local function index_of(state) return IX[state] or error('no ' .. state .. ' index in this layout') end
 
 -- Lifecycle events are JSON objects built by concatenation (cheaper than cjson.encode of a
 -- table), gathered during the call and written by flush_events (which scripts.py appends to
@@ -165,8 +168,8 @@ end
 -- fields: more record fields to set in the same HSET (name, value, ...; the list is reused),
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
-  if old and STATE_ORDER[old] then zset(qkey(qi, STATE_ORDER[old]), id, false) end
-  zset(qkey(qi, STATE_ORDER[new]), id, NOW)
+  if old and STATE_ORDER[old] then zset(qkey(qi, index_of(old)), id, false) end
+  zset(qkey(qi, index_of(new)), id, NOW)
   local set = fields or {}
   local n = #set
   set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
