@@ -533,14 +533,53 @@ local function wkey(wi, offset) return KEYS[NSHARED + NQ * QB + NT * TB + (wi - 
 -- whose need reaches 0 joins the ready set once; workflows.advance submits it (by its fixed
 -- task id, so a second submit is absorbed by submit.lua). The one change after a first final
 -- state: a failed member that succeeds after all (a DLQ replay) resumes what it held back.
+-- Members a stop cancelled (workflows.advance marks them x:m before cancelling) are counted
+-- in 'halted' when they end CANCELLED; once every other failure succeeded after all, they
+-- are released again (wf_rerun), so a stopped group or chord resumes too.
 local WF_FINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
   EXPIRED = true}
+local ID_ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'  -- dtq/engine/ids.py's
+-- A new task id for a member run again: NOW's 10 characters, then the old id's shard and
+-- random part (ids.py's layout), so it is unique and in the same hash slot.
+local function wf_new_id(old)
+  local head, n = {}, NOW
+  for i = 10, 1, -1 do
+    local d = n % 32
+    head[i] = ID_ALPHABET:sub(d + 1, d + 1)
+    n = (n - d) / 32
+  end
+  return table.concat(head) .. old:sub(11)
+end
+-- Release again, under new task ids, the members a stop cancelled (s:m CANCELLED with x:m
+-- set): they count as not done, their old tasks' notes no longer match t:m. Return how many.
+-- Scans the members once: it runs only when a stopped workflow resumes.
+local function wf_rerun(wi, wk, total)
+  local rerun = 0
+  for first = 0, total - 1, 500 do
+    local last = math.min(first + 499, total - 1)
+    local names = {}
+    for m = first, last do
+      names[#names + 1], names[#names + 2], names[#names + 3] = 'x:' .. m, 's:' .. m, 't:' .. m
+    end
+    local v = redis.call('HMGET', wk, unpack(names))
+    for m = first, last do
+      local b = 3 * (m - first)
+      if v[b + 1] == '1' and v[b + 2] == 'CANCELLED' then
+        redis.call('HDEL', wk, 'x:' .. m, 's:' .. m, 'e:' .. m, 'q:' .. m)
+        redis.call('HSET', wk, 't:' .. m, wf_new_id(v[b + 3]))
+        redis.call('SADD', wkey(wi, 2), m)  -- its inputs were all in: it had been submitted
+        rerun = rerun + 1
+      end
+    end
+  end
+  return rerun
+end
 local function wf_note(ti, id, qi, state, data)
   local wi = wf_of[ti]
   if not wi or wi == 0 or not WF_FINAL[state] then return end
   local wk, wid, m = wkey(wi, 1), wf_ids[wi], wf_m[ti]
   local r = redis.call('HMGET', wk, 's:' .. m, 'policy', 'state', 'd:' .. m, 'total', 'done',
-    'bad', 't:' .. m)
+    'bad', 't:' .. m, 'x:' .. m, 'halted')
   if r[8] ~= id then return end  -- not this member of this workflow, or the workflow expired
   local prev, policy, wstate = r[1], r[2], r[3]
   if prev == state or prev == 'SUCCEEDED' then return end
@@ -555,9 +594,17 @@ local function wf_note(ti, id, qi, state, data)
     done = redis.call('HINCRBY', wk, 'done', 1)
     if not ok then bad = redis.call('HINCRBY', wk, 'bad', 1) end
     release = ok or policy == 'continue'
+    if state == 'CANCELLED' and r[9] == '1' then redis.call('HINCRBY', wk, 'halted', 1) end
   else
     bad = redis.call('HINCRBY', wk, 'bad', -1)
     release = policy ~= 'continue'  -- under 'stop' its dependents waited for this success
+    local halted = tonumber(r[10]) or 0
+    if release and halted > 0 and bad == halted then  -- the last real failure is fixed
+      local rerun = wf_rerun(wi, wk, tonumber(r[5]))
+      done = redis.call('HINCRBY', wk, 'done', -rerun)
+      bad = redis.call('HINCRBY', wk, 'bad', -rerun)
+      redis.call('HSET', wk, 'halted', 0)
+    end
   end
   if release and r[4] and r[4] ~= '' then
     for w in string.gmatch(r[4], '[^,]+') do
