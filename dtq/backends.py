@@ -42,7 +42,7 @@ from dtq.djtasks import (
     recorded_task,
     result_from_record,
 )
-from dtq.engine import ids, records, registry
+from dtq.engine import ids, read_side, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME
 from dtq.engine.state import TaskState
@@ -353,7 +353,7 @@ class DtqBackend(_DtqOptions):
 
     def get_result(self, result_id: str) -> DtqTaskResult:
         """Read a task's result from Redis, from any process."""
-        record = records.get_task(result_id) if isinstance(result_id, str) else None
+        record = read_side.get_task(result_id) if isinstance(result_id, str) else None
         if record is None:
             raise TaskResultDoesNotExist(result_id)
         entry = registry.get(record.get("name") or "")

@@ -33,7 +33,7 @@ from dtq.compat import (
     task_started,
 )
 from dtq.djjson import to_json
-from dtq.engine import codec, errors, ids, records
+from dtq.engine import codec, errors, ids, read_side
 from dtq.engine.errors import PermanentError
 from dtq.engine.firing import slot_of
 from dtq.engine.progress import check
@@ -303,7 +303,7 @@ def recorded_task(task: Task, record: dict[str, Any]) -> Task:
 
 
 def result_from_record(task: Task, record: dict[str, Any], alias: str) -> DtqTaskResult:
-    """Map a dtq task record (records.get_task) onto a django TaskResult."""
+    """Map a dtq task record (read_side.get_task) onto a django TaskResult."""
     task = recorded_task(task, record)
     state = TaskState(record["state"])
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
@@ -391,7 +391,7 @@ class DjangoTaskEntry:
     def started(self, att: Any, worker_id: str, context: Any) -> Any:
         """Send task_started; return the django TaskContext a takes_context task gets."""
         try:
-            record = records.get_task(att.id)  # history: earlier errors and workers
+            record = read_side.get_task(att.id)  # history: earlier errors and workers
         except RedisError as exc:
             log.warning("task_id=%s: record not read for task_started: %s", att.id, exc)
             record = None

@@ -54,13 +54,13 @@ class DtqQueue:
 
     def enqueued(self, task: Any = None, queue: str | None = None) -> list[Enqueued]:
         """Return the tasks waiting to run (of one task and queue if given), oldest first."""
-        from dtq.engine import records
+        from dtq.engine import read_side
 
         name = None if task is None else _task_name(task)
         found = []
-        for queue_name in [queue] if queue else records.queue_names():
+        for queue_name in [queue] if queue else read_side.queue_names():
             for state in WAITING_STATES:
-                found += records.list_tasks(queue_name, state, limit=1000)["tasks"]
+                found += read_side.list_tasks(queue_name, state, limit=1000)["tasks"]
         waiting = [_enqueued(record) for record in found]
         return sorted(
             (w for w in waiting if name is None or w.name == name), key=lambda w: w.id

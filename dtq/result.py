@@ -7,7 +7,7 @@ from typing import Any
 
 from asgiref.sync import sync_to_async
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.errors import DtqError, TaskNotFound
 from dtq.engine.state import TaskState
 
@@ -41,7 +41,7 @@ class TaskResult:
 
     def refresh(self) -> None:
         """Re-read the record from Redis."""
-        record = records.get_task(self.id)
+        record = read_side.get_task(self.id)
         if record is None:
             raise TaskNotFound(f"no task {self.id!r} (never created, or past retention)")
         self.record = record

@@ -22,7 +22,7 @@ from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from dtq.engine import executor, records
+from dtq.engine import executor, read_side
 from dtq.engine.executor import Attempt
 from dtq.engine.keys import check_queue_name
 from dtq.engine.scheduler import Scheduler
@@ -38,7 +38,7 @@ def run_queued(queue: str | None = None, *, max_tasks: int | None = None) -> lis
     stays RETRYING until run_queued is called again after its delay.
     """
     Scheduler().run_once()
-    names = [check_queue_name(queue)] if queue else records.queue_names()
+    names = [check_queue_name(queue)] if queue else read_side.queue_names()
     if not names:
         return []
     return _InProcessWorker(names, max_tasks).run_here()
@@ -95,9 +95,15 @@ class _InProcessWorker(Worker):
 
     def __init__(self, names: list[str], max_tasks: int | None) -> None:
         worker_id = f"testing.{os.getpid()}.{os.urandom(3).hex()}"
-        super().__init__(names, concurrency=1, burst=True, max_tasks=max_tasks, worker_id=worker_id)
-        self._pool.shutdown()
-        self._pool = _CallerThread()  # type: ignore[assignment]
+        self._caller_thread = _CallerThread()
+        super().__init__(
+            names,
+            concurrency=1,
+            burst=True,
+            max_tasks=max_tasks,
+            worker_id=worker_id,
+            pool=self._caller_thread,
+        )
         self.ran: list[str] = []
         self.error: BaseException | None = None
 
@@ -112,7 +118,7 @@ class _InProcessWorker(Worker):
         """Run until the queues are empty; return the ids of the tasks claimed."""
         thread = threading.Thread(target=self._loop, name="dtq-testing", daemon=True)
         thread.start()
-        self._pool.serve()  # type: ignore[attr-defined]
+        self._caller_thread.serve()
         thread.join()
         if self.error is not None:
             raise self.error
@@ -124,4 +130,4 @@ class _InProcessWorker(Worker):
         except BaseException as exc:
             self.error = exc
         finally:
-            self._pool.close()  # type: ignore[attr-defined]
+            self._caller_thread.close()

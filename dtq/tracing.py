@@ -139,7 +139,7 @@ def _mark_reclaim(span: Any, att: Any) -> None:
     """Add a "reclaimed" event when the attempt before this one was lost by its worker."""
     from dtq.engine import codec
     from dtq.engine.connection import get_client
-    from dtq.engine.records.tasks import keys_for
+    from dtq.engine.read_side.tasks import keys_for
 
     try:
         raw = get_client().hget(keys_for(att.id).task(att.id), "history")

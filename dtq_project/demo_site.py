@@ -77,11 +77,11 @@ def submit_some(rng: random.Random) -> None:
 
 def status_line() -> str:
     """Return one line with every queue's counts."""
-    from dtq.engine import records
+    from dtq.engine import read_side
 
     parts = [
         f"{q['name']}: {q['queued']} queued, {q['running']} running, {q['dlq']} in DLQ"
-        for q in records.overview()
+        for q in read_side.overview()
     ]
     return time.strftime("%H:%M:%S ") + " | ".join(parts)
 

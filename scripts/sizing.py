@@ -53,12 +53,12 @@ def finish(outcome: str, data: str) -> None:
     for _ in range(0, N, 500):
         claimed = claim_by_hand(QUEUE, 500, worker="sizing")
         refs = [layout.TaskRef(c["id"], QUEUE, c["idem"]) for c in claimed]
-        k, argv = layout.build(keys(), [QUEUE], refs)
+        k, argv = layout.build(keys(), [QUEUE], refs, layout=layout.of("finalize"))
         args: list = []
         for c in claimed:
             history = codec.dumps({"attempt": c["attempt"], "outcome": outcome, "worker": "w1"})
             args += [1, c["band"], c["entry"], c["attempt"], outcome, data, history, 0]
-        scripts.finalize(keys=k, args=[*argv, "1", *args])
+        scripts.finalize(keys=k, args=[*argv, "1", "sizing", *args])
 
 
 def measure() -> None:

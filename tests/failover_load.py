@@ -181,7 +181,7 @@ def _settle(
     outcome: Outcome, acknowledged: list[str], witness: Path, timeout: float = 90.0
 ) -> None:
     """Wait until every acknowledged task is terminal (or gone), then count the states."""
-    from dtq.engine import records
+    from dtq.engine import read_side
 
     terminal = {"SUCCEEDED", "FAILED", "DEAD_LETTERED", "CANCELLED", "EXPIRED"}
     deadline = time.monotonic() + timeout
@@ -189,7 +189,7 @@ def _settle(
         states = {}
         for task_id in acknowledged:
             try:
-                record = records.get_task(task_id)
+                record = read_side.get_task(task_id)
             except Exception:
                 record = {"state": "UNREADABLE"}
             states[task_id] = record["state"] if record else "MISSING"

@@ -23,7 +23,7 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
     """Read and claim up to n entries like a worker that then never heartbeats or finishes."""
     client = get_client()
     scripts = Scripts.of(client)
-    k, argv = layout.build(keys(), [queue])
+    k, argv = layout.build(keys(), [queue], layout=layout.of("read"))
     entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
     refs, args = [], []
     for i in range(0, len(entries), 5):
@@ -32,7 +32,7 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
         args += [qi, band, eid]
     if not refs:
         return []
-    k, argv = layout.build(keys(), [queue], refs)
+    k, argv = layout.build(keys(), [queue], refs, layout=layout.of("claim"))
     lease_ms = int(dtq_settings.lease_timeout * 1000)
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
@@ -61,7 +61,7 @@ def finalize_by_hand(
     """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
     scripts = Scripts.of(get_client())
     ref = layout.TaskRef(claimed["id"], queue, claimed["idem"])
-    k, argv = layout.build(keys(), [queue], [ref])
+    k, argv = layout.build(keys(), [queue], [ref], layout=layout.of("finalize"))
     if data is None:
         data = {"class": "builtins.ValueError", "message": "by hand"}
     if history is None:

@@ -10,7 +10,7 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from dtq.engine import events, records
+from dtq.engine import events, read_side
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import claim_by_hand, dead_letter_by_hand, fail_by_hand, finalize_by_hand
@@ -82,7 +82,7 @@ def test_overview_counts_throughput_and_failure_rate(dtq_env, operator):
 def test_overview_lists_a_live_worker_and_its_heartbeat(dtq_env, operator):
     tasks.hold.enqueue(30)
     dtq_env.worker("--worker-id", "admin-w1")
-    wait_for(lambda: records.queue_overview("tests")["running"] == 1)
+    wait_for(lambda: read_side.queue_overview("tests")["running"] == 1)
     page = text(operator.get(url("changelist")))
     assert "admin-w1" in page
     assert re.search(r'data-field="running">1<', page)
@@ -177,7 +177,7 @@ def test_cancel_button_cancels_and_audits(dtq_env, operator):
     assert 'id="dtq-cancel"' in page
     response = operator.post(url("task_cancel", task_id), {"reason": "not needed"}, follow=True)
     assert "Task cancelled." in text(response)
-    assert records.get_task(task_id)["state"] == "CANCELLED"
+    assert read_side.get_task(task_id)["state"] == "CANCELLED"
     entry = AuditEntry.objects.get(action="cancel")
     assert (entry.task_id, entry.actor_name, entry.source, entry.reason, entry.outcome) == (
         task_id,
@@ -202,11 +202,11 @@ def test_pause_and_resume_buttons(dtq_env, operator):
     page = text(operator.get(url("changelist")))
     assert url("queue_pause", "tests") in page
     operator.post(url("queue_pause", "tests"))
-    assert records.queue_overview("tests")["paused"] is True
+    assert read_side.queue_overview("tests")["paused"] is True
     page = text(operator.get(url("changelist")))
     assert url("queue_resume", "tests") in page and "paused" in page
     operator.post(url("queue_resume", "tests"))
-    assert records.queue_overview("tests")["paused"] is False
+    assert read_side.queue_overview("tests")["paused"] is False
     assert list(AuditEntry.objects.order_by("id").values_list("action", flat=True)) == [
         "pause",
         "resume",
@@ -223,11 +223,11 @@ def test_purge_goes_through_a_confirmation_page_with_counts_and_a_reason(dtq_env
     assert "reason" in page.lower()
     refused = operator.post(url("queue_purge", "tests"), {"reason": "  "})
     assert "A reason is required." in text(refused)
-    assert records.queue_overview("tests")["queued"] == 4
+    assert read_side.queue_overview("tests")["queued"] == 4
     assert not AuditEntry.objects.exists()
     done = operator.post(url("queue_purge", "tests"), {"reason": "load test junk"}, follow=True)
     assert "4 queued and 1 scheduled" in text(done)
-    assert records.queue_overview("tests")["queued"] == 0
+    assert read_side.queue_overview("tests")["queued"] == 0
     entry = AuditEntry.objects.get(action="purge")
     assert (entry.queue, entry.affected, entry.reason) == ("tests", 5, "load test junk")
 
@@ -253,11 +253,11 @@ def test_dlq_replay_of_selected_entries_needs_confirmation(dtq_env, operator):
     form = {"action": "replay", "queue": "tests", "task": ids[:2], "scope": "selected"}
     confirm = operator.post(url("dlq_action"), form)
     assert confirm.templates[0].name == "dtq/dlq_confirm.html"
-    assert records.dlq_entries("tests")["total"] == 3  # nothing happened yet
+    assert read_side.dlq_entries("tests")["total"] == 3  # nothing happened yet
     done = operator.post(url("dlq_action"), {**form, "confirm": "yes"}, follow=True)
     assert "Replay: 2 of 2 selected entries." in text(done)
-    assert records.dlq_entries("tests")["total"] == 1
-    assert {records.get_task(i)["state"] for i in ids[:2]} == {"QUEUED"}
+    assert read_side.dlq_entries("tests")["total"] == 1
+    assert {read_side.get_task(i)["state"] for i in ids[:2]} == {"QUEUED"}
     assert AuditEntry.objects.filter(action="replay", outcome="ok").count() == 2
 
 
@@ -265,7 +265,7 @@ def test_dlq_replay_to_another_queue(dtq_env, operator):
     [task_id] = dead_lettered(1)
     form = {"action": "replay", "queue": "tests", "task": [task_id], "to_queue": "other"}
     operator.post(url("dlq_action"), {**form, "confirm": "yes"})
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert (record["queue"], record["state"]) == ("other", "QUEUED")
 
 
@@ -274,7 +274,7 @@ def test_dlq_replay_to_an_invalid_queue_name_is_refused(dtq_env, operator):
     form = {"action": "replay", "queue": "tests", "task": [task_id], "to_queue": "no:pe"}
     response = operator.post(url("dlq_action"), {**form, "confirm": "yes"}, follow=True)
     assert "Replay to queue: use" in text(response)
-    assert records.get_task(task_id)["state"] == "DEAD_LETTERED"
+    assert read_side.get_task(task_id)["state"] == "DEAD_LETTERED"
     assert not AuditEntry.objects.exists()
 
 
@@ -285,7 +285,7 @@ def test_dlq_discard_every_matching_entry(dtq_env, operator):
     assert "every entry" in page
     done = operator.post(url("dlq_action"), {**form, "confirm": "yes"}, follow=True)
     assert "Discard: 3 entries" in text(done)
-    assert records.dlq_entries("tests")["total"] == 0
+    assert read_side.dlq_entries("tests")["total"] == 0
     entry = AuditEntry.objects.get(action="discard")
     assert entry.affected == 3  # the admin bounds each request (BULK_REQUEST_LIMIT):
     assert entry.parameters["filter"] == {"error": "ValueError", "limit": 2000}
@@ -303,7 +303,7 @@ def test_dlq_purge_needs_a_reason(dtq_env, operator):
     assert 'id="dtq-purge-total">2<' in page
     assert "A reason is required." in text(operator.post(url("dlq_purge"), {"queue": "tests"}))
     operator.post(url("dlq_purge"), {"queue": "tests", "reason": "old junk"})
-    assert records.dlq_entries("tests")["total"] == 0
+    assert read_side.dlq_entries("tests")["total"] == 0
     assert AuditEntry.objects.get(action="dlq_purge").affected == 2
 
 
@@ -390,7 +390,7 @@ def test_run_a_task_from_the_form(dtq_env, operator):
     ok = operator.post(url("run"), {"task": tasks.flaky.name, "kwargs": '{"failures": 0}'})
     assert ok.status_code == 302
     task_id = ok["Location"].rstrip("/").split("/")[-1]
-    assert records.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}
+    assert read_side.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}
     assert AuditEntry.objects.get(outcome="ok").action == "submit"
 
 
@@ -404,7 +404,7 @@ def test_edit_a_dead_lettered_task_and_replay_it(dtq_env, operator):
     assert "Not replayed" in text(bad)
     ok = operator.post(url("task_edit", task_id), {"args": "[9]", "priority": "50"})
     assert ok.status_code == 302
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record["state"] == "QUEUED" and record["payload"]["args"] == [9]
     assert record["priority"] == 50
     row = AuditEntry.objects.get(outcome="ok")
@@ -421,10 +421,10 @@ def test_edit_a_failed_task_and_retry_it(dtq_env, operator):
     form = text(operator.get(url("task_edit", task_id)))
     assert "[1]" in form and "Retry with these values" in form
     bad = operator.post(url("task_edit", task_id), {"args": "[1, 2]"}, follow=True)
-    assert "Not retried" in text(bad) and records.get_task(task_id)["state"] == "FAILED"
+    assert "Not retried" in text(bad) and read_side.get_task(task_id)["state"] == "FAILED"
     ok = operator.post(url("task_edit", task_id), {"args": "[9]", "priority": "50"}, follow=True)
     assert "Edited and retried (retried)." in text(ok)
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record["state"] == "QUEUED" and record["payload"]["args"] == [9]
     assert "retried by an operator" in text(ok)  # the timeline
     row = AuditEntry.objects.get(outcome="ok")

@@ -8,7 +8,7 @@ from django.test import Client
 from django.urls import reverse
 
 import dtq
-from dtq.engine import records, workflows
+from dtq.engine import read_side, workflows
 from dtq.models import AuditEntry
 from tests.ops_support import dead_letter_by_hand, fail_by_hand
 from tests.testapp import tasks
@@ -90,10 +90,10 @@ def actions(world: dict[str, str]) -> dict[str, tuple[str, str, dict]]:
 def untouched(world: dict[str, str]) -> bool:
     """True when no action has changed anything."""
     return (
-        records.get_task(world["queued"])["state"] == "QUEUED"
-        and records.get_task(world["failed"])["state"] == "FAILED"
-        and not records.queue_overview("tests")["paused"]
-        and records.dlq_entries("dead")["total"] == 1
+        read_side.get_task(world["queued"])["state"] == "QUEUED"
+        and read_side.get_task(world["failed"])["state"] == "FAILED"
+        and not read_side.queue_overview("tests")["paused"]
+        and read_side.dlq_entries("dead")["total"] == 1
         and workflows.read(world["workflow"]).state == "RUNNING"
         and not AuditEntry.objects.exists()
     )
@@ -183,7 +183,7 @@ def test_dlq_purge_needs_the_purge_permission(world):
     client = client_for("view", "purge")
     assert url("dlq_purge") in client.get(url("dlq") + "?queue=dead").content.decode()
     assert client.post(target, data).status_code == 302
-    assert records.dlq_entries("dead")["total"] == 0
+    assert read_side.dlq_entries("dead")["total"] == 0
 
 
 def test_actions_refuse_get(world):

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from dtq.api.inputs import MAX_BULK_TASKS
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.test_api_support import RECORD, api, assert_error, post  # noqa: F401
 
 pytestmark = pytest.mark.django_db
@@ -27,9 +27,9 @@ def test_bulk_accepts_every_task_in_order_with_202(client):
     results = response.json()["results"]
     assert [r["state"] for r in results] == ["QUEUED"] * 4
     assert all(r["url"].endswith(f"/api/tasks/{r['id']}/") for r in results)
-    payloads = [records.get_task(r["id"])["payload"] for r in results[:3]]
+    payloads = [read_side.get_task(r["id"])["payload"] for r in results[:3]]
     assert payloads == [{"args": [i], "kwargs": {}} for i in range(3)]
-    assert records.get_task(results[3]["id"])["priority"] == 50
+    assert read_side.get_task(results[3]["id"])["priority"] == 50
 
 
 def test_invalid_items_are_400_naming_each_and_nothing_is_written(client, dtq_env):
@@ -65,7 +65,7 @@ def test_a_full_queue_is_429_listing_the_accepted_and_the_refused(client, settin
     assert [item["index"] for item in error["details"]["items"]] == [2, 3]
     accepted = error["details"]["accepted"]
     assert len(accepted) == 2
-    assert all(records.get_task(a["id"])["state"] == "QUEUED" for a in accepted)
+    assert all(read_side.get_task(a["id"])["state"] == "QUEUED" for a in accepted)
 
 
 def test_an_idempotency_key_is_refused(client):

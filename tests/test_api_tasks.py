@@ -6,7 +6,7 @@ from datetime import UTC, datetime, timedelta
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.conftest import wait_for
 from tests.test_api_support import RECORD, api, assert_error, post, submit  # noqa: F401
 
@@ -30,7 +30,7 @@ def test_submit_accepts_a_task_with_202_and_location(client):
     assert body["task"] == RECORD and body["queue_name"] == "tests"
     assert response["Location"].endswith(f"/api/tasks/{body['id']}/")
     assert response["X-Request-ID"]
-    record = records.get_task(body["id"])
+    record = read_side.get_task(body["id"])
     assert record["payload"] == {"args": [7], "kwargs": {}}
 
 
@@ -45,7 +45,7 @@ def test_submit_applies_options(client):
         timeout=3,
         ttl=7200,
     )
-    record = records.get_task(body["id"])
+    record = read_side.get_task(body["id"])
     assert (record["queue"], record["state"], record["priority"]) == ("other", "PENDING", 50)
     assert record["max_attempts"] == 7 and record["timeout"] == 3.0
     assert record["run_after"] == pytest.approx(datetime.now(UTC).timestamp() + 3600, abs=60)

@@ -12,7 +12,7 @@ import pytest
 from django.db import connection, transaction
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.connection import reset as reset_redis
@@ -127,7 +127,7 @@ def test_a_dlq_purge_that_loses_redis_counts_the_batches_done(dtq_env, cut_redis
     for i in range(150):
         tasks.record.enqueue(i)
     dead_letter_by_hand(150)
-    assert records.dlq_entries("tests", 1)["total"] == 150
+    assert read_side.dlq_entries("tests", 1)["total"] == 150
     with pytest.raises(RedisConnectionError):
         ops.purge_dlq("tests", actor=ACTOR, reason="old", progress=lambda result: cut_redis())
     entry = AuditEntry.objects.get(action="dlq_purge")
@@ -138,7 +138,7 @@ def test_a_row_that_cannot_be_written_stops_the_action_before_redis(dtq_env, aud
     audit_table_gone()
     with pytest.raises(AuditUnavailable):
         ops.pause_queue("tests", actor=ACTOR)
-    assert records.queue_overview("tests")["paused"] is False
+    assert read_side.queue_overview("tests")["paused"] is False
 
 
 def test_a_closing_update_that_fails_still_reports_the_work_done(dtq_env, audit_table_gone, caplog):
@@ -156,7 +156,7 @@ def test_a_configured_audit_database_inside_a_transaction_is_refused(dtq_env):
     dtq_env.configure(AUDIT_DATABASE="default")
     with pytest.raises(AuditUnavailable, match="inside a transaction"), transaction.atomic():
         ops.pause_queue("tests", actor=ACTOR)
-    assert records.queue_overview("tests")["paused"] is False
+    assert read_side.queue_overview("tests")["paused"] is False
     assert ops.pause_queue("tests", actor=ACTOR)  # outside a transaction it is used
     assert AuditEntry.objects.get(action="pause").outcome == "ok"
 
@@ -225,7 +225,7 @@ def test_a_nul_character_in_a_reason_is_refused_before_the_row(dtq_env, operator
     task_id = tasks.record.enqueue().id
     response = operator.post(admin_cancel_url(task_id), {"reason": "a\x00b"}, follow=True)
     assert "NUL characters" in response.content.decode()
-    assert AuditEntry.objects.count() == 0 and records.get_task(task_id)["state"] == "QUEUED"
+    assert AuditEntry.objects.count() == 0 and read_side.get_task(task_id)["state"] == "QUEUED"
 
 
 def test_per_id_actions_of_one_admin_request_share_one_audit_connection(dtq_env, admin_client):

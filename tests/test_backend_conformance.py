@@ -32,7 +32,7 @@ from dtq.compat import (
     default_task_backend,
     task_backends,
 )
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.conftest import Env, wait_for
 from tests.testapp import django_tasks as dj
 
@@ -134,7 +134,7 @@ def test_enqueue_inside_a_transaction_does_not_wait_for_the_commit(dtq_env):
     with transaction.atomic():
         result = dj.add.enqueue(2, 2)
         assert result.enqueued_at is not None
-        assert records.get_task(result.id) is not None
+        assert read_side.get_task(result.id) is not None
 
 
 @pytest.mark.django_db(transaction=True)
@@ -241,7 +241,7 @@ def test_arguments_follow_djangos_rules(dtq_env, with_immediate, value):
     assert kind == expected[0]
     if kind == "error":
         assert got is expected[1]
-        assert records.queue_names() == []  # refused before anything was written
+        assert read_side.queue_names() == []  # refused before anything was written
         return
     run_all(dtq_env, got)
     assert got.return_value == on_immediate(dj.echo, value)[1]
@@ -273,7 +273,7 @@ def test_values_json_text_would_change_are_refused(dtq_env, value, cls, message)
     # Deliberate: ImmediateBackend keeps these in memory; stored as JSON they would change.
     with pytest.raises(cls, match=message):
         dj.echo.enqueue(value)
-    assert records.queue_names() == []
+    assert read_side.queue_names() == []
 
 
 # ----- error classes are never imported from data ---------------------------------------------

@@ -29,7 +29,7 @@ from dtq.compat import (
     task_finished,
     task_started,
 )
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.errors import IdempotencyInProgress, TaskCancelled, TaskExpired
 from dtq.engine.state import TaskState
 from dtq.testing import run_queued
@@ -74,7 +74,7 @@ def sent() -> Any:
 
 
 def record(state: str, **extra: Any) -> dict[str, Any]:
-    """Return a decoded task record as records.get_task returns it."""
+    """Return a decoded task record as read_side.get_task returns it."""
     base = {
         "id": TASK_ID,
         "state": state,
@@ -253,7 +253,7 @@ def test_enqueue_sends_task_enqueued_once_and_maps_priority_to_bands(dtq_env, se
     bands = {}
     for priority in (100, 34, 33, -33, -34, -100):
         result = dj.add.using(priority=priority).enqueue(1, 2)
-        bands[priority] = records.get_task(result.id)["band"]
+        bands[priority] = read_side.get_task(result.id)["band"]
     assert bands == {100: 0, 34: 0, 33: 1, -33: 1, -34: 2, -100: 2}
     assert [(s[0], s[2], s[3]) for s in sent] == [("enqueued", "READY", "DtqBackend")] * 6
 
@@ -261,7 +261,7 @@ def test_enqueue_sends_task_enqueued_once_and_maps_priority_to_bands(dtq_env, se
 def test_arguments_must_be_json(dtq_env):
     with pytest.raises(TypeError):
         dj.add.enqueue(object(), 1)
-    assert records.queue_names() == []  # nothing was written
+    assert read_side.queue_names() == []  # nothing was written
 
 
 def test_idempotency_key_maps_to_one_logical_task(dtq_env, sent):

@@ -7,7 +7,7 @@ import pytest
 import dtq
 from dtq.engine import bulk_jobs
 from dtq.engine.errors import InvalidOperation
-from dtq.engine.records.budget import read_budget
+from dtq.engine.read_side.budget import read_budget
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, claim_by_hand, dead_letter_by_hand, finalize_by_hand

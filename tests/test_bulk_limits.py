@@ -7,7 +7,7 @@ import time
 import pytest
 from django.urls import reverse
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.models import AuditEntry
 from tests.ops_support import dead_letter_by_hand
 from tests.test_api_support import api, assert_error, post  # noqa: F401
@@ -59,7 +59,7 @@ def test_dlq_purge_goes_one_bounded_part_per_request(bounded, api):  # noqa: F81
     while not parts or parts[-1]["more"]:
         parts.append(post(client, "/api/dlq/purge/", {"queue": "tests", "reason": "old"}).json())
     assert [p["entries"] for p in parts] == [100, 100, 50]
-    assert records.dlq_entries("tests", 1)["total"] == 0
+    assert read_side.dlq_entries("tests", 1)["total"] == 0
 
 
 def test_queue_purge_continues_with_the_tasks_of_its_first_part(bounded, api):  # noqa: F811
@@ -74,7 +74,7 @@ def test_queue_purge_continues_with_the_tasks_of_its_first_part(bounded, api):  
     while not rest or rest[-1]["more"]:
         rest.append(post(client, "/api/queues/tests/purge/", body).json())
     assert sum(p["purged"] for p in rest) == 150
-    assert records.get_task(later)["state"] == "QUEUED"
+    assert read_side.get_task(later)["state"] == "QUEUED"
     future = str(int(time.time() * 1000) + 60_000)
     for cursor in (future, "\u0661\u0662", "x"):
         body = {"reason": "x", "cursor": cursor}
@@ -88,8 +88,8 @@ def test_the_admin_does_one_bounded_part_per_request(bounded, admin_client):
     action = {"action": "discard", "queue": "tests", "scope": "matching", "confirm": "yes"}
     response = admin_client.post(reverse("admin:dtq_taskqueue_dlq_action"), action, follow=True)
     assert "more may remain" in response.content.decode()
-    assert records.dlq_entries("tests", 1)["total"] == 50
+    assert read_side.dlq_entries("tests", 1)["total"] == 50
     purge = reverse("admin:dtq_taskqueue_queue_purge", args=["tests"])
     response = admin_client.post(purge, {"reason": "bad deploy"})
     assert response.status_code == 302 and response["Location"] == purge  # offers the rest
-    assert records.queue_overview("tests")["queued"] == 50
+    assert read_side.queue_overview("tests")["queued"] == 50

@@ -11,7 +11,7 @@ from django.urls import reverse
 
 import dtq
 from dtq.checks import check_settings
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.declared import declared
 from dtq.engine.errors import UnknownQueue
 from dtq.engine.reaper import Reaper
@@ -29,7 +29,7 @@ def picky() -> None:
 
 def nothing_of(dtq_env, queue: str) -> None:
     """Check that no key of the queue exists and it is not registered."""
-    assert queue not in records.queue_names()
+    assert queue not in read_side.queue_names()
     assert not list(dtq_env.client.scan_iter(f"{dtq_env.prefix}:*:{queue}*"))
 
 
@@ -57,7 +57,7 @@ def test_a_task_that_names_its_queues_accepts_only_those(dtq_env):
     picky.using(queue_name="picky-b").enqueue()
     with pytest.raises(UnknownQueue, match=r"not accepted by task 'tests\.declared\.picky'"):
         picky.using(queue_name="other").enqueue()  # declared, but not this task's
-    assert records.queue_overview("picky-b")["queued"] == 1
+    assert read_side.queue_overview("picky-b")["queued"] == 1
 
 
 def test_api_routes_a_task_only_to_its_queues_and_priorities(api, dtq_env):  # noqa: F811
@@ -103,7 +103,7 @@ def test_replay_into_an_undeclared_queue_is_refused(api, dtq_env):  # noqa: F811
         ops.replay_many("tests", actor=ACTOR, to_queue="nowhere")
     reply = post(api.client("replay"), f"/api/dlq/{task_id}/replay/", {"to_queue": "nowhere"})
     assert_error(reply, 400, "invalid")
-    assert records.queue_overview("tests")["dlq"] == 1
+    assert read_side.queue_overview("tests")["dlq"] == 1
     nothing_of(dtq_env, "nowhere")
     assert ops.replay(task_id, actor=ACTOR, to_queue="other") == "replayed"
 
@@ -132,7 +132,7 @@ def test_the_reaper_forgets_empty_undeclared_queues_only(dtq_env):
     dtq_env.client.sadd(dtq_env.keys.paused, "qb")
     dtq_env.configure(QUEUES=["default", "tests", "qa"])
     assert Reaper().forget_unused_queues() == 1  # other: undeclared and empty
-    names = records.queue_names()
+    names = read_side.queue_names()
     assert "other" not in names
     assert {"qa", "qb", "qc", "q1"} <= set(names)  # declared, paused, holding tasks
     assert not dtq_env.client.exists(dtq_env.keys.stats("other"))
@@ -148,4 +148,4 @@ def test_the_forget_sweep_takes_turns_over_many_queues(dtq_env, monkeypatch):
     reaper = Reaper()
     assert reaper.forget_unused_queues() == 0  # qa, qb
     assert reaper.forget_unused_queues() == 1  # qc, zz-empty
-    assert "zz-empty" not in records.queue_names()
+    assert "zz-empty" not in read_side.queue_names()

@@ -9,7 +9,7 @@ import pytest
 import redis
 from django.urls import reverse
 
-from dtq.engine import dlq, ops, records
+from dtq.engine import dlq, ops, read_side
 from dtq.engine.reaper import Reaper
 from tests.ops_support import ACTOR, dead_letter_by_hand, keys
 from tests.test_api_support import api, assert_error  # noqa: F401
@@ -41,26 +41,26 @@ def test_every_way_out_of_the_dlq_leaves_the_index(dtq_env):
     replayed, discarded, kept, trimmed = dead(4)
     client = dtq_env.client
     assert set(index(client)) == {replayed, discarded, kept, trimmed}
-    entry = records.find_dlq_entry(kept)
+    entry = read_side.find_dlq_entry(kept)
     assert index(client)[kept] == f"tests {entry['entry_id']}"
     ops.replay(replayed, actor=ACTOR)
     ops.discard(discarded, actor=ACTOR)
     assert set(index(client)) == {kept, trimmed}
     # Retention: only entries older than the cutoff go, with their index entries.
-    cutoff = int(records.find_dlq_entry(kept)["entry_id"].split("-")[0])  # kept is older
+    cutoff = int(read_side.find_dlq_entry(kept)["entry_id"].split("-")[0])  # kept is older
     assert dlq.trim("tests", cutoff + 0) == 0  # nothing strictly older than kept
     dtq_env.configure(DLQ_RETENTION=1)  # the shortest the checks allow
     time.sleep(1.05)
     Reaper().apply_retention()
-    assert index(client) == {} and records.dlq_entries("tests", 1)["total"] == 0
+    assert index(client) == {} and read_side.dlq_entries("tests", 1)["total"] == 0
 
 
 def test_an_entry_is_found_through_the_index_after_its_record_expired(dtq_env):
     (task_id,) = dead(1, "other")
     dtq_env.client.delete(keys().task(task_id))  # the record went past retention
-    assert records.find_dlq_entry(task_id)["queue"] == "other"
-    assert records.find_dlq_entry(task_id, "other")["task_id"] == task_id
-    assert records.find_dlq_entry(task_id, "tests") is None
+    assert read_side.find_dlq_entry(task_id)["queue"] == "other"
+    assert read_side.find_dlq_entry(task_id, "other")["task_id"] == task_id
+    assert read_side.find_dlq_entry(task_id, "tests") is None
     assert ops.replay(task_id, actor=ACTOR) == "recreated"
     assert index(dtq_env.client) == {}
 
@@ -69,7 +69,7 @@ def test_a_task_dead_lettered_twice_is_indexed_at_its_newest_entry(dtq_env):
     (task_id,) = dead(1)
     ops.replay(task_id, actor=ACTOR)
     dead_letter_by_hand(1)
-    newest = records.find_dlq_entry(task_id)["entry_id"]
+    newest = read_side.find_dlq_entry(task_id)["entry_id"]
     assert index(dtq_env.client) == {task_id: f"tests {newest}"}
 
 
@@ -93,4 +93,4 @@ def test_the_admins_selected_entries_cost_a_few_commands_each(dtq_env, private_r
     assert response.status_code == 302
     used = commands(redis.Redis.from_url(private_redis.url))
     assert used.get("xrange", 0) == 0, used
-    assert records.dlq_entries("tests", 1)["total"] == 600
+    assert read_side.dlq_entries("tests", 1)["total"] == 600

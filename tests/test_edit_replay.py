@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.dlq import replay_entries
 from dtq.engine.edit import check_arguments, edit_and_replay, signature
 from dtq.engine.errors import InvalidTaskError, NotInDeadLetterQueue, PayloadError
@@ -29,7 +29,7 @@ def test_the_edit_is_replayed_run_and_audited_before_and_after(dtq_env: Any) -> 
     task_id = dead(1)
     status = edit_and_replay(task_id, actor=ACTOR, args=[2], priority=60, reason="typo")
     assert status == "replayed"
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["state"] == "QUEUED"
     assert record["payload"] == {"args": [2], "kwargs": {}}
     assert (record["priority"], record["band"]) == (60, 0)
@@ -39,14 +39,14 @@ def test_the_edit_is_replayed_run_and_audited_before_and_after(dtq_env: Any) -> 
     assert edit["before"] == {"args": [1], "kwargs": {}, "queue": "tests", "priority": 0}
     assert edit["after"] == {"args": [2], "kwargs": {}, "queue": "tests", "priority": 60}
     dtq_env.worker("--burst").wait(30)
-    wait_for(lambda: records.get_task(task_id)["state"] == "SUCCEEDED")  # type: ignore[index]
-    assert records.get_task(task_id)["result"] == 2  # type: ignore[index]
+    wait_for(lambda: read_side.get_task(task_id)["state"] == "SUCCEEDED")  # type: ignore[index]
+    assert read_side.get_task(task_id)["result"] == 2  # type: ignore[index]
 
 
 def test_a_new_queue_and_keyword_arguments(dtq_env: Any) -> None:
     task_id = dead(1)
     edit_and_replay(task_id, actor=ACTOR, args=[], kwargs={"value": "x"}, queue="other")
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["queue"] == "other" and record["state"] == "QUEUED"
     assert record["payload"] == {"args": [], "kwargs": {"value": "x"}}
 
@@ -70,7 +70,7 @@ def test_a_bad_edit_changes_nothing_and_is_audited_refused(
     task_id = dead(1)
     with pytest.raises(error, match=says):
         edit_and_replay(task_id, actor=ACTOR, **change)
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["state"] == "DEAD_LETTERED"
     assert record["payload"] == {"args": [1], "kwargs": {}}
     assert AuditEntry.objects.get().outcome == "refused"
@@ -78,12 +78,12 @@ def test_a_bad_edit_changes_nothing_and_is_audited_refused(
 
 def test_a_resent_edit_replays_once(dtq_env: Any) -> None:
     task_id = dead(1)
-    entry = records.find_dlq_entry(task_id)
+    entry = read_side.find_dlq_entry(task_id)
     assert entry is not None
     edit = '{"payload": "{\\"args\\":[5],\\"kwargs\\":{}}", "priority": 0, "band": 1}'
     assert replay_entries("tests", [entry], None, [edit]) == ["replayed"]
     assert replay_entries("tests", [entry], None, [edit]) == ["done"]  # it happened: not "gone"
-    assert records.get_task(task_id)["history"][-1]["outcome"] == "replayed"  # type: ignore[index]
+    assert read_side.get_task(task_id)["history"][-1]["outcome"] == "replayed"  # type: ignore[index]
 
 
 def test_only_dead_lettered_tasks_are_edited(dtq_env: Any) -> None:
@@ -109,4 +109,4 @@ def test_the_api_edits_and_replays(dtq_env: Any, api: Any) -> None:  # noqa: F81
     response = post(client, url, {"args": [3], "priority": 10, "reason": "fixed"})
     assert response.status_code == 200, response.content
     assert response.json() == {"task_id": task_id, "outcome": "replayed"}
-    assert records.get_task(task_id)["payload"]["args"] == [3]  # type: ignore[index]
+    assert read_side.get_task(task_id)["payload"]["args"] == [3]  # type: ignore[index]

@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.errors import InvalidTaskError
 from dtq.engine.keys import BANDS, GROUP
 from tests.conftest import wait_for
@@ -126,7 +126,7 @@ def test_waiting_task_says_why_and_cancel_hands_on_its_slot(dtq_env: Any) -> Non
     third = tasks.per_customer.enqueue("acme", 2, 0)
     dtq_env.worker("--concurrency", "4")
     wait_for(lambda: len(dtq_env.witnessed("per_customer")) == 1)
-    detail = wait_for(lambda: (records.get_task(waiting.id) or {}).get("waiting"))
+    detail = wait_for(lambda: (read_side.get_task(waiting.id) or {}).get("waiting"))
     assert detail.startswith("waiting: concurrency 1/1 on task tests.testapp.tasks.per_customer")
     assert "key acme" in detail
     from dtq.engine import ops

@@ -21,14 +21,14 @@ pytestmark = pytest.mark.django_db(transaction=True)
 def read_and_claim_call(queue: str = "tests", n: int = 10, worker: str = "w1") -> Any:
     """Read up to n entries as worker; return the claim call's (keys, args), not sent yet."""
     scripts = Scripts.of(get_client())
-    k, argv = layout.build(keys(), [queue])
+    k, argv = layout.build(keys(), [queue], layout=layout.of("read"))
     entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
     refs, args = [], []
     for i in range(0, len(entries), 5):
         qi, band, eid, task_id, idem = entries[i : i + 5]
         refs.append(layout.TaskRef(task_id or "gone", queue, idem or ""))
         args += [qi, band, eid]
-    k, argv = layout.build(keys(), [queue], refs)
+    k, argv = layout.build(keys(), [queue], refs, layout=layout.of("claim"))
     return k, [*argv, worker, int(dtq_settings.lease_timeout * 1000), *args]
 
 

@@ -6,37 +6,62 @@ import re
 from importlib import resources
 from pathlib import Path
 
-from dtq.engine import gateway, protocol, scripts
+from dtq.engine import gateway, layout, protocol, scripts
 from dtq.engine.executor import Attempt
 
 LUA = resources.files("dtq.engine") / "lua"
 ENGINE = Path(gateway.__file__).parent
-# reply_<name>(out, {field = value, ...}): the table's keys, nested braces allowed one deep.
-BUILT = re.compile(r"reply_(\w+)\(\w+, \{((?:[^{}]|\{[^{}]*\})*)\}\)", re.S)
-KEY = re.compile(r"(?:^|,)\s*(\w+)\s*=(?!=)")
+# reply_<name>(out, v1, v2, ...): positional, one value per declared field, in order.
+BUILT = re.compile(r"\breply_(\w+)\(")
 
 
-def _top_level_keys(table: str) -> list[str]:
-    flat = re.sub(r"\{[^{}]*\}|\([^()]*\)", "", table)  # drop nested tables and call args
-    return KEY.findall(flat)
+def _call_args(text: str, start: int) -> list[str]:
+    """Return the top-level arguments of the call whose '(' ends at start."""
+    args, depth, quote, current = [], 0, "", ""
+    for ch in text[start:]:
+        if quote:
+            quote = "" if ch == quote else quote
+        elif ch in "'\"":
+            quote = ch
+        elif ch in "([{":
+            depth += 1
+        elif ch in ")]}":
+            if depth == 0:
+                return [*args, current.strip()]
+            depth -= 1
+        elif ch == "," and depth == 0:
+            args.append(current.strip())
+            current = ""
+            continue
+        current += ch
+    raise AssertionError("unterminated call")
 
 
 def test_every_reply_the_lua_builds_has_exactly_the_declared_fields() -> None:
-    declared = {reply.name: set(reply.names) for reply in gateway.REPLIES}
+    declared = {reply.name: reply.names for reply in gateway.REPLIES}
     seen: set[str] = set()
     for name in scripts.NAMES:
         body = (LUA / f"{name}.lua").read_text()
-        for reply, table in BUILT.findall(body):
+        code = "\n".join(line.split("--")[0] for line in body.splitlines())
+        for match in BUILT.finditer(code):
+            reply = match.group(1)
             assert reply in declared, f"{name}.lua builds undeclared reply {reply!r}"
-            assert set(_top_level_keys(table)) == declared[reply], f"{name}.lua: {reply}"
+            args = _call_args(code, match.end())
+            assert len(args) == 1 + len(declared[reply]), f"{name}.lua: {reply} {args}"
             seen.add(reply)
     assert seen == set(declared)
+
+
+def test_a_reply_builder_names_its_fields_in_order() -> None:
+    for reply in gateway.REPLIES:
+        head = f"local function reply_{reply.name}(out, {', '.join(reply.names)})"
+        assert reply.lua_builder().startswith(head)
 
 
 def test_an_attempts_claim_fields_are_the_claimed_reply() -> None:
     marked = [f for f in Attempt.__dataclass_fields__.values() if "claim" in f.metadata]
     assert gateway.CLAIMED.names == tuple(f.name for f in marked)
-    assert "reply_claimed(out, row)" in scripts.source("claim")
+    assert "local function reply_claimed(out, id, entry, queue_index," in scripts.source("claim")
 
 
 def test_a_decoded_reply_is_built_by_field_name() -> None:
@@ -83,7 +108,11 @@ def test_every_counter_a_surface_shows_is_one_the_scripts_keep() -> None:
 def test_every_event_kind_a_script_emits_is_documented() -> None:
     emitted = set()
     for path in LUA.iterdir():
-        emitted |= set(re.findall(r"\bemit\('(TASK_\w+)'", path.read_text()))
+        # emit('KIND', ...) or an event written directly (submit.lua: '{"type":"KIND", ...').
+        for via_emit, direct in re.findall(
+            r"\bemit\('(TASK_\w+)'|\"type\":\"(TASK_\w+)\"", path.read_text()
+        ):
+            emitted.add(via_emit or direct)
     assert len(emitted) > 10, "the emit() pattern is stale"
     lifecycle = (DTQ.parent / "docs" / "task-lifecycle.md").read_text()
     documented = set(re.findall(r"`(TASK_[A-Z_]+)`", lifecycle))
@@ -180,3 +209,31 @@ def test_every_script_header_says_why_a_resend_is_safe() -> None:
             line for line in (LUA / f"{name}.lua").read_text().splitlines() if line[:2] == "--"
         ]
         assert any(line.startswith("-- Resend:") for line in header), name
+
+
+def test_a_script_with_its_own_layout_gets_every_key_it_names() -> None:
+    # A key a layout leaves out is nil in the script: naming it would fail at run time.
+    for name, own in layout.LAYOUTS.items():
+        text = scripts.source(name)
+        constants = own.lua()
+        body = text.replace(constants, "")
+        for const in set(re.findall(r"\b(?:K|Q|T)_[A-Z0-9]+\b", body)):
+            assert re.search(rf"\b{const}\b", constants), f"{name}: {const} is not a layout key"
+            at = dict(zip(*(s.split(", ") for s in _assignment(constants, const)), strict=True))
+            assert at[const] != "nil", f"{name}.lua uses {const}, which its layout leaves out"
+        for state in re.findall(r"\bIX\.(\w+)", body):
+            assert state in own.queue, f"{name}.lua uses the {state} index, not in its layout"
+
+
+def _assignment(constants: str, const: str) -> tuple[str, str]:
+    for line in constants.splitlines():
+        names, _, values = line.removeprefix("local ").partition(" = ")
+        if const in names.split(", "):
+            return names, values.split("  --")[0]
+    raise AssertionError(const)
+
+
+def test_the_hot_scripts_get_fewer_keys_than_the_full_layout() -> None:
+    assert layout.LAYOUTS.keys() == {"submit", "read", "claim", "finalize"}
+    for own in layout.LAYOUTS.values():
+        assert len(own.shared) + len(own.queue) + len(own.task) < 24

@@ -14,7 +14,7 @@ from dtq.engine import clock, failpoints, layout
 from dtq.engine.connection import get_client
 from dtq.engine.executor import Attempt, run_sync_attempt, skipped
 from dtq.engine.keys import GROUP
-from dtq.engine.records import get_task
+from dtq.engine.read_side import get_task
 from dtq.views import timeline
 from tests.conftest import Env, wait_for
 from tests.script_calls import Scripts
@@ -90,7 +90,7 @@ def claim_one(env: Env, worker: str) -> Attempt:
         env.client.xgroup_create(stream, GROUP, "0", mkstream=True)
     [(_, [(eid, fields)])] = env.client.xreadgroup(GROUP, worker, {stream: ">"})
     refs = [layout.TaskRef(fields["t"], "tests")]
-    keys, argv = layout.build(env.keys, ["tests"], refs)
+    keys, argv = layout.build(env.keys, ["tests"], refs, layout=layout.of("claim"))
     row = Scripts.of(get_client()).claim(keys=keys, args=[*argv, worker, 3000, 1, 1, eid])
     att = attempt_of(tasks.record, "x")
     att.id, att.entry, att.attempt = row[0], row[1], int(row[6])

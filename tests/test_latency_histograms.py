@@ -3,7 +3,7 @@
 import pytest
 
 from dtq.api.metrics import render
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.testapp import tasks
 
 pytestmark = pytest.mark.slow
@@ -15,7 +15,7 @@ def test_claim_and_finalize_count_latencies(dtq_env):
     tasks.hold.enqueue(0.3)
     assert dtq_env.worker("--burst", "--concurrency", "4").wait(60) == 0
 
-    latency = records.queue_overview("tests")["latency"]
+    latency = read_side.queue_overview("tests")["latency"]
     run, wait = latency["run"], latency["wait"]
     assert run["count"] == 4 and wait["count"] == 4
     buckets = dict(run["buckets"])
@@ -23,7 +23,7 @@ def test_claim_and_finalize_count_latencies(dtq_env):
     assert buckets[float("inf")] == 4  # and the 0.3 s one
     assert 0.3 <= run["sum"] < 5
     assert [count for _, count in run["buckets"]] == sorted(c for _, c in run["buckets"])
-    assert "h_run_sum" not in records.queue_overview("tests")["counters"]
+    assert "h_run_sum" not in read_side.queue_overview("tests")["counters"]
 
 
 def test_metrics_export_histograms(dtq_env):

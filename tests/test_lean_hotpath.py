@@ -10,7 +10,7 @@ import pytest
 from dtq.engine import codec
 from dtq.engine.errors import BulkSubmitError, IdempotencyInProgress, InvalidTaskError, QueueFull
 from dtq.engine.keys import BANDS, GROUP
-from dtq.engine.records import get_task
+from dtq.engine.read_side import get_task
 from dtq.engine.submit import Accepted, Submission, submit_many
 from tests.conftest import Env
 from tests.ops_support import claim_by_hand, finalize_by_hand

@@ -7,7 +7,7 @@ import threading
 import pytest
 
 import dtq
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.dlq import DlqFilter
 from dtq.engine.errors import IdempotencyInProgress
 from dtq.models import AuditEntry
@@ -43,15 +43,15 @@ def state(task_id: str) -> str:
 
 def test_list_is_newest_first_and_paginated(dtq_env):
     ids = dead(5)
-    page = records.dlq_entries("tests", limit=2)
+    page = read_side.dlq_entries("tests", limit=2)
     assert [e["task_id"] for e in page["entries"]] == ids[::-1][:2]
     assert page["total"] == 5
     seen = [e["task_id"] for e in page["entries"]]
     while page["next_cursor"]:
-        page = records.dlq_entries("tests", limit=2, before=page["next_cursor"])
+        page = read_side.dlq_entries("tests", limit=2, before=page["next_cursor"])
         seen += [e["task_id"] for e in page["entries"]]
     assert seen == ids[::-1]
-    entry = records.dlq_entries("tests", limit=1)["entries"][0]
+    entry = read_side.dlq_entries("tests", limit=1)["entries"][0]
     assert entry["name"] == "tests.testapp.tasks.record"
     assert entry["payload"] == {"args": [4], "kwargs": {}}
     assert entry["error"] == {"class": "builtins.ValueError", "message": "by hand"}
@@ -60,13 +60,13 @@ def test_list_is_newest_first_and_paginated(dtq_env):
 
 def test_show_gives_payload_errors_and_history(dtq_env):
     (task_id,) = dead(1)
-    detail = records.dlq_detail(task_id)
+    detail = read_side.dlq_detail(task_id)
     assert detail["entry"]["task_id"] == task_id
     assert detail["record"]["state"] == "DEAD_LETTERED"
     assert detail["history"] == [{"attempt": 1, "outcome": "fail"}]
-    assert records.dlq_detail("0" * 22) is None
+    assert read_side.dlq_detail("0" * 22) is None
     dtq_env.client.delete(keys().task(task_id))  # the record went past retention
-    detail = records.dlq_detail(task_id)
+    detail = read_side.dlq_detail(task_id)
     assert detail["record"] is None and detail["entry"]["task_id"] == task_id
 
 
@@ -103,7 +103,7 @@ def test_replay_restarts_attempts_and_keeps_the_history(dtq_env):
 def test_replay_into_another_queue(dtq_env):
     (task_id,) = dead(1, idempotency_key="move-me")
     ops.replay(task_id, actor=ACTOR, to_queue="elsewhere")
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert (record["queue"], record["state"], record["idem"]) == ("elsewhere", "QUEUED", "")
     assert dtq_env.client.zscore(keys().index("elsewhere", "QUEUED"), task_id) is not None
     assert dtq_env.client.zscore(keys().index("tests", "DEAD_LETTERED"), task_id) is None
@@ -123,7 +123,7 @@ def test_replay_after_the_record_expired_rebuilds_it_from_the_entry(dtq_env):
     (task_id,) = dead(1, priority=60, max_attempts=7)
     dtq_env.client.delete(keys().task(task_id))
     assert ops.replay(task_id, actor=ACTOR) == "recreated"
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record["state"] == "QUEUED"
     assert record["name"] == "tests.testapp.tasks.record"
     assert record["payload"] == {"args": [0], "kwargs": {}}
@@ -207,10 +207,10 @@ def test_bulk_replay_by_filter_in_batches(dtq_env):
     )
     assert result.done == 120 and result.task_ids == ids
     assert seen == [100, 120]  # one script call per batch
-    assert [e["error"]["class"] for e in records.dlq_entries("tests")["entries"]] == [
+    assert [e["error"]["class"] for e in read_side.dlq_entries("tests")["entries"]] == [
         "app.GatewayDown"
     ]
-    assert records.dlq_entries("other")["total"] == len(other)
+    assert read_side.dlq_entries("other")["total"] == len(other)
     row = AuditEntry.objects.get()
     assert row.affected == 120 and row.parameters["filter"] == {"error": "ValueError"}
 
@@ -221,7 +221,7 @@ def test_bulk_replay_honours_name_and_limit(dtq_env):
         "tests", actor=ACTOR, flt=DlqFilter(name="tests.testapp.tasks.record", limit=2)
     )
     assert result.done == 2
-    assert records.dlq_entries("tests")["total"] == 3
+    assert read_side.dlq_entries("tests")["total"] == 3
     assert ops.replay_many("tests", actor=ACTOR, flt=DlqFilter(name="nope")).done == 0
 
 
@@ -243,7 +243,7 @@ def test_discard_removes_the_entry_and_releases_the_key(dtq_env):
     (task_id,) = dead(1, idempotency_key="discard-me")
     ops.discard(task_id, actor=ACTOR, reason="bad data")
     assert dtq_env.client.xlen(keys().dlq("tests")) == 0
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record["state"] == "DEAD_LETTERED" and record["dlq"] == ""
     assert record["discarded_at"]
     assert not tasks.record.using(idempotency_key="discard-me").enqueue(0).duplicate
@@ -296,7 +296,7 @@ def test_a_resent_replay_answers_done_and_runs_once(dtq_env, expired):
     from dtq.engine.dlq import replay_entries
 
     [task_id] = dead(1)
-    row = records.find_dlq_entry(task_id, "tests")
+    row = read_side.find_dlq_entry(task_id, "tests")
     assert row is not None
     if expired:
         dtq_env.client.delete(keys().task(task_id))

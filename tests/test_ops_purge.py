@@ -96,7 +96,7 @@ def test_purge_works_in_bounded_batches(dtq_env):
 
 def test_an_entry_read_but_not_claimed_is_absorbed_after_a_purge(dtq_env):
     result = tasks.record.enqueue()
-    k, argv = layout.build(keys(), ["tests"])
+    k, argv = layout.build(keys(), ["tests"], layout=layout.of("read"))
     Scripts.of(get_client()).read(keys=k, args=[*argv, "slow-worker", 1])  # now in its PEL
     ops.purge_queue("tests", actor=ACTOR, reason="x")
     assert dtq_env.leftovers()["pending"] == 0

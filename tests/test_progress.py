@@ -7,7 +7,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import events, progress, records
+from dtq.engine import events, progress, read_side
 from tests.conftest import wait_for
 from tests.ops_support import claim_by_hand
 from tests.test_api_support import api  # noqa: F401
@@ -23,7 +23,7 @@ def progress_events(task_id: str) -> list[dict[str, Any]]:
 
 
 def stored(task_id: str) -> dict[str, Any] | None:
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None
     return record["progress"]
 
@@ -58,7 +58,7 @@ def test_a_resent_call_is_absorbed(dtq_env: Any) -> None:
     # The same ARGV twice (a resend after a lost reply): one write, one event.
     from dtq.engine import codec, layout
     from dtq.engine.connection import get_client
-    from dtq.engine.records.tasks import keys_for
+    from dtq.engine.read_side.tasks import keys_for
     from tests.script_calls import Scripts
 
     task_id = tasks.record.enqueue().id
@@ -114,7 +114,7 @@ def test_a_django_tasks_context_reports_progress_at_the_same_bounded_rate(dtq_en
     for result, message in ((sync, "dj step 20 of 20"), (asyn, "dj async step 20")):
         wait_for(lambda r=result: (stored(r.id) or {}).get("fraction") == 1.0, timeout=5)
         assert stored(result.id)["message"] == message  # type: ignore[index]
-        assert records.get_task(result.id)["state"] == "SUCCEEDED"  # type: ignore[index]
+        assert read_side.get_task(result.id)["state"] == "SUCCEEDED"  # type: ignore[index]
         # 20 reports in a row: the first is written at once, the last one INTERVAL later.
         fractions = [e["progress"]["fraction"] for e in progress_events(result.id)]
         assert fractions == [0.05, 1.0]

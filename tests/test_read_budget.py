@@ -15,7 +15,7 @@ from django.core.management import call_command
 from django.test import Client
 from django.urls import reverse
 
-from dtq.engine import codec, layout, records
+from dtq.engine import codec, layout, read_side
 from dtq.engine.connection import get_client
 from dtq.engine.submit import Submission, submit_many
 from tests.ops_support import claim_by_hand, keys
@@ -56,7 +56,7 @@ def finish_bulk(queue: str, n: int, outcome: str, batch: int = 1000) -> None:
     for _ in range(0, n, batch):
         claimed = claim_by_hand(queue, batch, worker="bulk")
         refs = [layout.TaskRef(c["id"], queue, c["idem"]) for c in claimed]
-        k, argv = layout.build(keys(), [queue], refs)
+        k, argv = layout.build(keys(), [queue], refs, layout=layout.of("finalize"))
         args: list[Any] = []
         for c in claimed:
             history = codec.dumps({"attempt": c["attempt"], "outcome": outcome})
@@ -90,10 +90,10 @@ def big(dtq_env, private_redis) -> dict[str, Any]:
     finish_bulk(HOT, SUCCEEDED, "success")
     claim_by_hand(HOT, 50, worker="busy")  # some RUNNING
     fake_fleet(dtq_env.client)
-    assert len(records.queue_names()) == len(QUEUES)
-    assert records.queue_overview(DEAD)["dlq"] == DLQ_ENTRIES
-    hot = records.list_tasks(HOT, "SUCCEEDED", limit=1)["tasks"][0]
-    dead = records.list_tasks(DEAD, "DEAD_LETTERED", limit=1)["tasks"][0]
+    assert len(read_side.queue_names()) == len(QUEUES)
+    assert read_side.queue_overview(DEAD)["dlq"] == DLQ_ENTRIES
+    hot = read_side.list_tasks(HOT, "SUCCEEDED", limit=1)["tasks"][0]
+    dead = read_side.list_tasks(DEAD, "DEAD_LETTERED", limit=1)["tasks"][0]
     return {"hot_task": hot["id"], "dead_task": dead["id"]}
 
 
@@ -219,13 +219,13 @@ def test_pages_over_several_queues_give_every_task_once_newest_first(dtq_env):
     )[::-1]
 
     def read(cursor: str | None) -> tuple[list[str], str | None]:
-        page = records.search_tasks(["qa", "qb", "qc"], limit=9, cursor=cursor)
+        page = read_side.search_tasks(["qa", "qb", "qc"], limit=9, cursor=cursor)
         return [t["id"] for t in page["tasks"]], page["next_cursor"]
 
     assert _all_pages(read) == [task_id for _, task_id in expected]
 
     def named(cursor: str | None) -> tuple[list[str], str | None]:
-        page = records.search_tasks(["qa", "qb", "qc"], limit=5, cursor=cursor, name="nope")
+        page = read_side.search_tasks(["qa", "qb", "qc"], limit=5, cursor=cursor, name="nope")
         assert page["tasks"] == [] and page["scanned"] <= 120
         return [], page["next_cursor"]
 
@@ -239,7 +239,7 @@ def test_dlq_pages_over_several_queues_give_every_entry_once(dtq_env):
         finish_bulk(queue, n, "fail", batch=4)
 
     def read(cursor: str | None) -> tuple[list[str], str | None]:
-        page = records.search_dlq(["qa", "qb", "qc"], limit=4, before=cursor)
+        page = read_side.search_dlq(["qa", "qb", "qc"], limit=4, before=cursor)
         assert page["total"] == 22
         return [e["task_id"] for e in page["entries"]], page["next_cursor"]
 
@@ -281,7 +281,7 @@ def test_dlq_pages_keep_entries_of_two_queues_with_the_same_id(dtq_env):
             )
 
     def read(cursor: str | None) -> tuple[list[str], str | None]:
-        page = records.search_dlq(["qa", "qb"], limit=1, before=cursor)
+        page = read_side.search_dlq(["qa", "qb"], limit=1, before=cursor)
         return [e["task_id"] for e in page["entries"]], page["next_cursor"]
 
     found = _all_pages(read)

@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import gateway, layout, records
+from dtq.engine import gateway, layout, read_side
 from dtq.engine.connection import get_client
 from dtq.engine.direct import call_script
 from dtq.engine.scripts import script
@@ -78,13 +78,13 @@ def test_pause_and_resume(dtq_env: Any, twice: Twice) -> None:
     assert twice.of("pause") == [(1, 1), (1, 1)]
     assert len(events(dtq_env, "QUEUE_PAUSED")) == len(events(dtq_env, "QUEUE_RESUMED")) == 1
     assert gateway.pause(get_client(), keys(), "tests", False, "r") is False  # a new request
-    assert records.queue_overview("tests")["counters"]["submitted"] == 1
+    assert read_side.queue_overview("tests")["counters"]["submitted"] == 1
 
 
 def test_discard(dtq_env: Any, twice: Twice) -> None:
     tasks.record.enqueue(1)
     [task_id] = dead_letter_by_hand(1)
-    entry = records.find_dlq_entry(task_id, "tests")
+    entry = read_side.find_dlq_entry(task_id, "tests")
     assert entry is not None
     ref = layout.TaskRef(task_id, "tests")
     statuses = gateway.discard(get_client(), keys(), "tests", [ref], "r", [entry["entry_id"]])
@@ -120,7 +120,7 @@ def test_reclaim(dtq_env: Any, twice: Twice) -> None:
     [(first, again)] = twice.of("reclaim")
     assert first[0] == 1 and again[:2] == [0, 0]  # the second finds it requeued already
     assert dtq_env.stats()["reclaimed"] == 1
-    assert records.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
+    assert read_side.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
 
 
 def test_forget_queue_and_dlq_trim(dtq_env: Any, twice: Twice) -> None:
@@ -128,7 +128,7 @@ def test_forget_queue_and_dlq_trim(dtq_env: Any, twice: Twice) -> None:
     [task_id] = dead_letter_by_hand(1)
     assert gateway.dlq_trim(get_client(), keys(), "tests", 2**62, 10) == 0
     assert twice.of("dlq_trim") == [(1, 0)]  # the second finds nothing older left
-    assert records.find_dlq_entry(task_id, "tests") is None
+    assert read_side.find_dlq_entry(task_id, "tests") is None
     assert gateway.forget_queue(get_client(), keys(), "never-used") is True
     assert twice.of("forget_queue") == [(1, 1)]
 
@@ -145,7 +145,7 @@ def test_promote(dtq_env: Any, twice: Twice) -> None:
     gateway.promote(get_client(), keys(), [layout.TaskRef(task_id, "tests")])
     [(first, again)] = twice.of("promote")
     assert first == [1, 0, 0] and again == [0, 0, 0]  # the second finds it promoted already
-    assert records.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
+    assert read_side.get_task(task_id)["state"] == "QUEUED"  # type: ignore[index]
     assert dtq_env.client.xlen(keys().stream("tests", 1)) == 1  # one delivery, not two
     assert len(events(dtq_env, "TASK_QUEUED")) == 1
 

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import bulk_jobs, failed, records
+from dtq.engine import bulk_jobs, failed, read_side
 from dtq.engine.edit import edit_and_retry
 from dtq.engine.errors import InvalidTaskError, NotRetryable, TaskNotFound
 from dtq.models import AuditEntry
@@ -30,19 +30,19 @@ def failed_task(*args: Any, **options: Any) -> str:
     task = tasks.record.using(**options) if options else tasks.record
     task_id = task.enqueue(*args).id
     assert fail_by_hand(1) == [task_id]
-    assert records.get_task(task_id)["state"] == "FAILED"  # type: ignore[index]
+    assert read_side.get_task(task_id)["state"] == "FAILED"  # type: ignore[index]
     return task_id
 
 
 def state(task_id: str) -> str:
-    return records.get_task(task_id)["state"]  # type: ignore[index]
+    return read_side.get_task(task_id)["state"]  # type: ignore[index]
 
 
 def test_the_edit_is_retried_run_and_audited_before_and_after(dtq_env: Any) -> None:
     task_id = failed_task(1)
     status = edit_and_retry(task_id, actor=ACTOR, args=[2], priority=60, reason="typo")
     assert status == "retried"
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["state"] == "QUEUED" and record["attempt"] == 0
     assert record["payload"] == {"args": [2], "kwargs": {}}
     assert (record["priority"], record["band"]) == (60, 0)
@@ -58,16 +58,16 @@ def test_the_edit_is_retried_run_and_audited_before_and_after(dtq_env: Any) -> N
     assert orphans(dtq_env.client) == []
     dtq_env.worker("--burst").wait(30)
     wait_for(lambda: state(task_id) == "SUCCEEDED")
-    assert records.get_task(task_id)["result"] == 2  # type: ignore[index]
+    assert read_side.get_task(task_id)["result"] == 2  # type: ignore[index]
     assert dtq_env.stats()["active"] == 0  # counted in again by the retry, out at its end
 
 
 def test_a_plain_retry_and_a_retry_into_another_queue(dtq_env: Any) -> None:
     same, moved = failed_task(1), failed_task(2)
     assert edit_and_retry(same, actor=ACTOR) == "retried"
-    assert records.get_task(same)["payload"] == {"args": [1], "kwargs": {}}  # type: ignore[index]
+    assert read_side.get_task(same)["payload"] == {"args": [1], "kwargs": {}}  # type: ignore[index]
     assert edit_and_retry(moved, actor=ACTOR, queue="other") == "retried"
-    record = records.get_task(moved)
+    record = read_side.get_task(moved)
     assert record is not None and (record["queue"], record["state"]) == ("other", "QUEUED")
     k = dtq_env.keys
     assert dtq_env.client.zscore(k.index("tests", "FAILED"), moved) is None
@@ -84,7 +84,7 @@ def test_the_same_call_received_twice_retries_once(dtq_env: Any) -> None:
     k = dtq_env.keys
     assert dtq_env.client.xlen(k.stream("tests", 1)) == 1  # one new delivery
     assert len(events(dtq_env.client, "TASK_RETRIED", task_id)) == 1
-    history = records.get_task(task_id)["history"]  # type: ignore[index]
+    history = read_side.get_task(task_id)["history"]  # type: ignore[index]
     assert [h["outcome"] for h in history].count("retried") == 1
     # The new run fails again: a late resend of the first call still changes nothing...
     assert fail_by_hand(1) == [task_id]
@@ -133,7 +133,7 @@ def test_a_bad_edit_changes_nothing(dtq_env: Any, change: dict[str, Any], says: 
     task_id = failed_task(1)
     with pytest.raises(InvalidTaskError, match=says):
         edit_and_retry(task_id, actor=ACTOR, **change)
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["state"] == "FAILED"
     assert record["payload"] == {"args": [1], "kwargs": {}}
     assert AuditEntry.objects.get().outcome == "refused"
@@ -149,7 +149,7 @@ def test_the_idempotency_key_follows_the_task_in_its_queue_and_is_released_elsew
     assert dtq_env.client.hget(k.idempotency("tests", "k1"), "state") == "processing"
     edit_and_retry(moved, actor=ACTOR, queue="other")
     assert not dtq_env.client.exists(k.idempotency("tests", "k2"))
-    assert records.get_task(moved)["idem"] == ""  # type: ignore[index]
+    assert read_side.get_task(moved)["idem"] == ""  # type: ignore[index]
 
 
 def test_the_api_retries_a_failed_task(dtq_env: Any, api: Any) -> None:  # noqa: F811
@@ -161,7 +161,7 @@ def test_the_api_retries_a_failed_task(dtq_env: Any, api: Any) -> None:  # noqa:
     response = post(client, url, {"args": [3], "priority": 10, "reason": "fixed"})
     assert response.status_code == 200, response.content
     assert response.json() == {"task_id": task_id, "outcome": "retried"}
-    assert records.get_task(task_id)["payload"]["args"] == [3]  # type: ignore[index]
+    assert read_side.get_task(task_id)["payload"]["args"] == [3]  # type: ignore[index]
     refused = post(client, url, {})  # QUEUED now
     assert_error(refused, 409, "not_retryable")
     assert refused.json()["error"]["details"] == {"task_id": task_id, "state": "QUEUED"}

@@ -6,7 +6,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.errors import InvalidTaskError, UnknownQueue
 from dtq.engine.manual import catalogue, run_by_hand
 from dtq.models import AuditEntry
@@ -29,7 +29,7 @@ def test_a_run_is_submitted_and_audited(dtq_env: Any) -> None:
     task_id = run_by_hand(
         tasks.record.name, actor=ACTOR, args=[5], queue="other", priority=40, reason="check"
     )
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     assert record is not None and record["queue"] == "other" and record["priority"] == 40
     assert record["payload"] == {"args": [5], "kwargs": {}}
     row = AuditEntry.objects.get()
@@ -39,7 +39,7 @@ def test_a_run_is_submitted_and_audited(dtq_env: Any) -> None:
 
 def test_a_delay_schedules_the_run(dtq_env: Any) -> None:
     task_id = run_by_hand(tasks.record.name, actor=ACTOR, delay=60)
-    assert records.get_task(task_id)["state"] == "PENDING"  # type: ignore[index]
+    assert read_side.get_task(task_id)["state"] == "PENDING"  # type: ignore[index]
 
 
 @pytest.mark.parametrize(
@@ -59,7 +59,7 @@ def test_bad_runs_are_refused_and_audited(
 ) -> None:
     with pytest.raises((InvalidTaskError, UnknownQueue), match=says):
         run_by_hand(name, actor=ACTOR, **change)
-    assert records.queue_names() == []
+    assert read_side.queue_names() == []
     assert AuditEntry.objects.get().outcome == "refused"
 
 
@@ -76,5 +76,5 @@ def test_the_api_lists_and_runs_with_the_submit_permission(dtq_env: Any, api: An
     )
     assert response.status_code == 202, response.content
     task_id = response.json()["id"]
-    assert records.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}  # type: ignore[index]
+    assert read_side.get_task(task_id)["payload"]["kwargs"] == {"failures": 0}  # type: ignore[index]
     assert AuditEntry.objects.get(outcome="ok").source == "api"

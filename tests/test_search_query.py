@@ -1,4 +1,4 @@
-"""The task search language (records.query): every filter against real records on Redis."""
+"""The task search language (read_side.query): every filter against real records on Redis."""
 
 from __future__ import annotations
 
@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import codec, records
-from dtq.engine.records import query
-from dtq.engine.records.query import QueryError, parse
+from dtq.engine import codec, read_side
+from dtq.engine.read_side import query
+from dtq.engine.read_side.query import QueryError, parse
 from tests.ops_support import claim_by_hand, finalize_by_hand
 from tests.testapp import tasks
 
@@ -106,7 +106,7 @@ def test_terms_combine_and_the_queue_list_narrows(sample: dict[str, str]) -> Non
 def test_a_filter_that_reads_records_stays_within_the_budget(dtq_env: Any) -> None:
     for i in range(30):
         tasks.record.enqueue(i)
-    with records.read_budget(12) as budget:
+    with read_side.read_budget(12) as budget:
         page = query.run(parse("args.0=0"), 5)
     assert budget.spent <= 12
     assert page["partial"] is True and page["next_cursor"] is not None

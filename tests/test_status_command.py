@@ -7,7 +7,7 @@ from io import StringIO
 import pytest
 from django.core.management import CommandError, call_command
 
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.conftest import wait_for
 from tests.testapp import tasks
 
@@ -42,9 +42,9 @@ def test_table_shows_queues_counters_workers_and_processes(dtq_env):
     tasks.record.using(run_after=timedelta(minutes=5)).enqueue()
     tasks.record.using(queue_name="other", priority=-80).enqueue()
     dtq_env.worker("--worker-id", "status-w1", "--with-scheduler", "--with-reaper")
-    wait_for(lambda: records.queue_overview("tests")["running"] == 1)
-    wait_for(lambda: all(records.processes(role) for role in records.ROLES))
-    wait_for(lambda: [w for w in records.workers() if (w["processed"], w["in_flight"]) == (1, 1)])
+    wait_for(lambda: read_side.queue_overview("tests")["running"] == 1)
+    wait_for(lambda: all(read_side.processes(role) for role in read_side.ROLES))
+    wait_for(lambda: [w for w in read_side.workers() if (w["processed"], w["in_flight"]) == (1, 1)])
     text = status()
 
     queues = section("\n" + text, "Queues")
@@ -69,8 +69,8 @@ def test_json_output_carries_the_read_side_data(dtq_env):
     tasks.record.enqueue(1)
     tasks.poison.using(max_attempts=1).enqueue()
     dtq_env.worker("--worker-id", "status-w2", "--with-reaper")
-    wait_for(lambda: records.queue_overview("tests")["dlq"] == 1)
-    wait_for(lambda: records.processes("reaper"))
+    wait_for(lambda: read_side.queue_overview("tests")["dlq"] == 1)
+    wait_for(lambda: read_side.processes("reaper"))
     data = json.loads(status("--json"))
     assert set(data) == {"queues", "queues_total", "next_queue", "workers", "processes"}
     [queue] = data["queues"]

@@ -10,7 +10,7 @@ import pytest
 
 import dtq
 from dtq.compat import InvalidTask
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.audit import Actor
 from dtq.engine.errors import InvalidTaskError, SubmitError
 from dtq.engine.manual import run_by_hand
@@ -122,7 +122,7 @@ def test_using_changes_the_limits_on_both_task_kinds() -> None:
 def test_a_bad_value_is_refused_before_anything_is_written(dtq_env: Any) -> None:
     with pytest.raises(InvalidTaskError):
         tasks.record.using(priority=500).enqueue()
-    assert records.queue_names() == []
+    assert read_side.queue_names() == []
 
 
 # ----- the API and run-by-hand give the same messages ---------------------------------------
@@ -150,7 +150,7 @@ def test_the_api_refuses_a_naive_run_after_with_the_same_message(api: Any) -> No
     response = post(client, "/api/tasks/", {"task": RECORD, "run_after": NAIVE.isoformat()})
     error = assert_error(response, 400, "invalid")
     assert error["details"]["fields"]["run_after"] == [message_of("run_after", NAIVE)]
-    assert records.queue_names() == []
+    assert read_side.queue_names() == []
 
 
 def test_the_api_takes_an_aware_run_after(api: Any) -> None:  # noqa: F811
@@ -268,7 +268,7 @@ def test_valid_options_are_kept() -> None:
 
 def test_accepted_submission_uses_the_options(dtq_env: Any) -> None:
     accepted = submit(tasks.record.using(priority=50, max_attempts=7).submission((1,), {}))
-    record = records.get_task(accepted.id)
+    record = read_side.get_task(accepted.id)
     assert record is not None and (record["priority"], record["max_attempts"]) == (50, 7)
 
 

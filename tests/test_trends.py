@@ -7,8 +7,8 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from dtq.engine import records
-from dtq.engine.records.trends import quantile, throughput_per_queue
+from dtq.engine import read_side
+from dtq.engine.read_side.trends import quantile, throughput_per_queue
 from tests.conftest import wait_for
 from tests.ops_support import dead_letter_by_hand
 from tests.test_admin_pages import operator  # noqa: F401
@@ -41,7 +41,7 @@ def test_throughput_per_queue_and_the_dashboard_columns(dtq_env: Any, operator: 
     assert sum(r["succeeded"] for r in rows["tests"]) == 3
     assert sum(r["dead_lettered"] for r in rows["other"]) == 1
     assert len(rows["tests"]) == 5
-    wait = records.queue_overview("tests")["latency"]["wait"]
+    wait = read_side.queue_overview("tests")["latency"]["wait"]
     assert quantile(wait, 0.5) is not None
     page = operator.get(reverse("admin:dtq_taskqueue_changelist")).content.decode()
     assert 'aria-label="3 succeeded, 0 failed in 60 min"' in page

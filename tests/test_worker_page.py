@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 from django.urls import reverse
 
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.conftest import wait_for
 from tests.test_admin_pages import operator  # noqa: F401
 from tests.test_api_support import api  # noqa: F401
@@ -25,8 +25,8 @@ def test_a_worker_shows_its_running_task_then_its_history(
     held = tasks.steps.enqueue(3, 0.7)
     dtq_env.worker("--concurrency", "2")
     wait_for(lambda: done.refresh() or done.state == "SUCCEEDED")
-    wait_for(lambda: (records.get_task(held.id) or {}).get("progress"))
-    [worker] = records.workers()
+    wait_for(lambda: (read_side.get_task(held.id) or {}).get("progress"))
+    [worker] = read_side.workers()
     client = api.client("view")
     body = client.get(f"/api/workers/{worker['id']}/").json()
     assert body["worker"]["id"] == worker["id"]

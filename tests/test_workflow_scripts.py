@@ -4,29 +4,33 @@ from __future__ import annotations
 
 from typing import Any
 
+import pytest
+
 import dtq
-from dtq.engine import codec, gateway, layout, workflows
+from dtq.engine import codec, gateway, layout, ops, workflows
 from dtq.engine.connection import get_client
 from dtq.engine.direct import call_script
 from dtq.engine.scripts import script
-from tests.conftest import Env
+from tests.conftest import Env, wait_for
 from tests.ops_support import claim_by_hand, keys
 from tests.script_calls import Scripts
 from tests.testapp import tasks
 
 
-def finalize_twice(claimed: dict[str, Any], workflow_id: str, result: Any) -> list[Any]:
-    member = codec.loads(get_client().hget(keys().task(claimed["id"]), "payload"))["wfm"]
+def finalize_twice(
+    claimed: dict[str, Any], workflow_id: str, result: Any, outcome: str = "success", times: int = 2
+) -> list[Any]:
     """Send one finalize call of a member twice (a resend after a lost reply)."""
+    member = codec.loads(get_client().hget(keys().task(claimed["id"]), "payload"))["wfm"]
     scripts = Scripts.of(get_client())
     ref = layout.TaskRef(claimed["id"], "tests", claimed["idem"])
-    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id])
-    history = codec.dumps({"attempt": claimed["attempt"], "outcome": "success"})
-    args = [1, claimed["band"], claimed["entry"], claimed["attempt"], "success"]
+    k, argv = layout.build(keys(), ["tests"], [ref], [workflow_id], layout=layout.of("finalize"))
+    history = codec.dumps({"attempt": claimed["attempt"], "outcome": outcome})
+    args = [1, claimed["band"], claimed["entry"], claimed["attempt"], outcome]
     args += [codec.dumps(result), history, 0]
     trailer = layout.workflow_trailer([workflow_id], [(workflow_id, member)])
     call = [*argv, "1", claimed["worker"], *args, *trailer]
-    return [scripts.finalize(keys=k, args=call), scripts.finalize(keys=k, args=call)]
+    return [scripts.finalize(keys=k, args=call) for _ in range(times)]
 
 
 def test_finalize_sent_twice_counts_the_member_once(dtq_env: Env) -> None:
@@ -124,3 +128,45 @@ def test_reclaim_to_the_dlq_counts_the_member_and_stops_the_chain(dtq_env: Env) 
     result.refresh()
     assert result.state == "FAILED"
     assert [m.state for m in result.members] == ["DEAD_LETTERED", "CANCELLED"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_replayed_success_sent_twice_releases_the_stopped_siblings_once(dtq_env: Env) -> None:
+    """A stopped chord resumes on the replay's success: what the stop cancelled runs again once."""
+    header = dtq.group(tasks.wf_add.s(1), tasks.wf_add.s(2), tasks.wf_add.s(3))
+    result = dtq.chord(header, tasks.wf_collect.s()).enqueue()
+    client, k = get_client(), dtq_env.keys
+    wk, ready = k.workflow(result.id), k.workflow_ready(result.id)
+    failing = claim_by_hand(n=1)[0]
+    member = codec.loads(client.hget(k.task(failing["id"]), "payload"))["wfm"]
+    error = {"class": "Boom", "message": "boom"}
+    finalize_twice(failing, result.id, error, outcome="fail", times=1)
+    workflows.advance(result.id)  # the stop cancels the two queued siblings
+    siblings = [m for m in range(3) if m != member]
+    old_ids = {m: client.hget(wk, f"t:{m}") for m in siblings}
+    assert [client.hget(wk, f"s:{m}") for m in siblings] == ["CANCELLED", "CANCELLED"]
+    assert client.hmget(wk, "state", "done", "bad", "halted") == ["FAILED", "3", "3", "2"]
+    ops.replay(failing["id"], actor=ops.Actor(name="tester", source="command"))
+    replayed = claim_by_hand(n=1)[0]
+    assert replayed["id"] == failing["id"]
+    finalize_twice(replayed, result.id, 10 * (member + 1))  # the success, sent twice
+    assert client.hmget(wk, "state", "done", "bad", "halted") == ["RUNNING", "1", "0", "0"]
+    assert client.smembers(ready) == {str(m) for m in siblings}
+    new_ids = {m: client.hget(wk, f"t:{m}") for m in siblings}
+    for m in siblings:  # new ids, in the workflow's hash slot
+        assert new_ids[m] != old_ids[m] and new_ids[m][10:] == old_ids[m][10:]
+    assert client.hget(wk, "n:3") == "2"  # the callback waits for the siblings' new runs
+    assert len(dtq_env.events("WORKFLOW_FAILED")) == len(dtq_env.events("WORKFLOW_RUNNING")) == 1
+    workflows.advance(result.id)
+    workflows.advance(result.id)
+    for m in siblings:
+        submitted = [e for e in dtq_env.events("TASK_SUBMITTED") if e["task"] == new_ids[m]]
+        assert len(submitted) == 1
+    # A late note about a sibling's old, cancelled task changes nothing now.
+    workflows._sync(client, k, result.id, [(siblings[0], old_ids[siblings[0]], "tests")], None, 0)
+    assert client.hmget(wk, "done", "bad") == ["1", "0"]
+    dtq_env.worker()
+    wait_for(lambda: (result.refresh(), result.is_finished)[1])
+    assert result.state == "SUCCEEDED"
+    assert result.return_value == [10 * (m + 1) if m == member else m + 1 for m in range(3)]
+    assert len(dtq_env.witnessed("wf_collect")) == 1

@@ -175,3 +175,56 @@ def test_django_tasks_on_dtq_backend_compose_too(dtq_env: Env) -> None:
     assert wf.state == "SUCCEEDED"
     assert wf.results == [3, 13, 113]
     assert [(r["a"], r["b"]) for r in dtq_env.witnessed("dj_add")] == [(1, 2), (3, 10)]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dlq_replay_resumes_a_stopped_chord_and_reruns_what_the_stop_cancelled(
+    dtq_env: Env, tmp_path: Path
+) -> None:
+    flag = tmp_path / "fixed"
+    dtq_env.worker("--concurrency", "2")
+    header = dtq.group(
+        tasks.wf_fail_unless.si(str(flag)),
+        tasks.cancellable.si(1.5),  # running when the stop comes: asked to stop
+        tasks.wf_add.si(2, 0),
+        tasks.wf_add.si(3, 0),
+    )
+    wf = dtq.chord(header, tasks.wf_collect.s()).enqueue()
+    finished(dtq_env, wf)
+    assert wf.state == "FAILED"
+    assert wf.members[0].state == "DEAD_LETTERED"
+    wait_for(lambda: (wf.refresh(), wf.members[1].state == "CANCELLED")[1])  # asked to stop
+    assert wf.members[4].state == "CANCELLED" and not wf.members[4].submitted
+    old_ids = [m.task_id for m in wf.members]
+    flag.touch()
+    ops.replay(wf.members[0].task_id, actor=ops.Actor(name="tester", source="command"))
+    wait_for(lambda: (wf.refresh(), wf.state == "SUCCEEDED")[1], timeout=20)
+    assert wf.return_value == ["fixed", "finished", 2, 3]
+    assert wf.results == ["fixed", "finished", 2, 3, ["fixed", "finished", 2, 3]]
+    (callback,) = dtq_env.witnessed("wf_collect")  # once, after every member was final
+    assert callback["args"] == [["fixed", "finished", 2, 3]]
+    assert wf.members[0].task_id == old_ids[0]  # the replayed member keeps its id
+    assert wf.members[1].task_id != old_ids[1]  # what the stop cancelled ran again, new id
+    assert [r["phase"] for r in dtq_env.witnessed("cancellable")].count("start") == 2
+    workflows.advance(wf.id, sweep=True)
+    assert dtq_env.client.hmget(dtq_env.keys.workflow(wf.id), "done", "bad") == ["5", "0"]
+
+
+@pytest.mark.django_db(transaction=True)
+def test_dlq_replay_resumes_a_stopped_group(dtq_env: Env, tmp_path: Path) -> None:
+    flag = tmp_path / "fixed"
+    dtq_env.worker("--concurrency", "3")
+    wf = dtq.group(
+        tasks.wf_fail_unless.si(str(flag)), tasks.cancellable.si(1.0), tasks.cancellable.si(1.0)
+    ).enqueue()
+    finished(dtq_env, wf)
+    assert wf.state == "FAILED"
+    states = ["DEAD_LETTERED", "CANCELLED", "CANCELLED"]  # the siblings were asked to stop
+    wait_for(lambda: (wf.refresh(), [m.state for m in wf.members] == states)[1])
+    flag.touch()
+    ops.replay(wf.members[0].task_id, actor=ops.Actor(name="tester", source="command"))
+    wait_for(lambda: (wf.refresh(), wf.state == "SUCCEEDED")[1], timeout=20)
+    assert wf.return_value == ["fixed", "finished", "finished"]
+    phases = [r["phase"] for r in dtq_env.witnessed("cancellable")]
+    assert phases.count("start") == 4 and phases.count("stopped") == 2  # re-run once each
+    assert len(dtq_env.witnessed("wf_fail_unless")) == 2

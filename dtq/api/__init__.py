@@ -1,6 +1,6 @@
 """dtq's REST API (Django REST framework): mount ``dtq.api.urls``; see docs/api.md.
 
-Views call the engine's read side (dtq.engine.records) and operations (dtq.engine.ops) and
+Views call the engine's read side (dtq.engine.read_side) and operations (dtq.engine.ops) and
 never send Redis commands themselves. It needs the ``api`` extra: ``pip install 'dtq[api]'``.
 """
 

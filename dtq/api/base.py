@@ -22,7 +22,7 @@ from rest_framework.views import APIView
 from dtq.api import access, errors
 from dtq.api.parsers import JsonParser, check_content_length
 from dtq.engine.audit import Actor
-from dtq.engine.records import read_budget
+from dtq.engine.read_side import read_budget
 from dtq.models import PERM_VIEW
 
 PARTIAL_HEADER = "X-DTQ-Partial"

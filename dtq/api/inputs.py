@@ -20,7 +20,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import registry
 from dtq.engine.actions import AuditAction
 from dtq.engine.limits import parse_rate
-from dtq.engine.records import MAX_PAGE
+from dtq.engine.read_side import MAX_PAGE
 from dtq.engine.state import TaskState
 from dtq.options import (
     MAX_ATTEMPTS,

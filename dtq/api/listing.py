@@ -1,4 +1,4 @@
-"""Task and DLQ lists across queues and filters, built on records.search_tasks/search_dlq.
+"""Task and DLQ lists across queues and filters, built on read_side.search_tasks/search_dlq.
 
 Pages of several queues merge newest first by the time each task entered its state (the
 index score), with the cursor "<score>:<id>". Every page costs at most the read budget
@@ -13,8 +13,8 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
-from dtq.engine import records
-from dtq.engine.records.query import parse, run
+from dtq.engine import read_side
+from dtq.engine.read_side.query import parse, run
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -28,7 +28,7 @@ class TaskQuery:
     created_before: datetime | None = None
     limit: int = 50
     cursor: str | None = None
-    q: str = ""  # the search language of records.query
+    q: str = ""  # the search language of read_side.query
 
 
 def _seconds(moment: datetime | None) -> float | None:
@@ -53,5 +53,5 @@ def list_tasks(query: TaskQuery) -> dict[str, Any]:
 
 def list_dlq(queue: str | None, limit: int, cursor: str | None) -> dict[str, Any]:
     """Return DLQ entries newest first over one queue or all, with a total count."""
-    queues = [queue] if queue else records.queue_names()
-    return {**records.search_dlq(queues, limit, cursor), "queues_total": len(queues)}
+    queues = [queue] if queue else read_side.queue_names()
+    return {**read_side.search_dlq(queues, limit, cursor), "queues_total": len(queues)}

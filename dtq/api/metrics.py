@@ -20,7 +20,7 @@ from rest_framework.request import Request
 from dtq.api import access
 from dtq.api.base import DtqView, document
 from dtq.api.errors import BadRequest
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.keys import check_queue_name
 from dtq.models import PERM_VIEW
 
@@ -55,7 +55,7 @@ def _family(name: str, kind: str, text: str, samples: Iterable[tuple[str, Any]])
     return lines
 
 
-def _queue_lines(queues: list[records.QueueOverview]) -> list[str]:
+def _queue_lines(queues: list[read_side.QueueOverview]) -> list[str]:
     # Queue names match keys.QUEUE_NAME, so they never need escaping inside label values.
     lines: list[str] = []
     for counter, text in COUNTERS.items():
@@ -78,15 +78,15 @@ def _queue_lines(queues: list[records.QueueOverview]) -> list[str]:
     return lines + _limit_lines(queues)
 
 
-def _limit_lines(queues: list[records.QueueOverview]) -> list[str]:
+def _limit_lines(queues: list[read_side.QueueOverview]) -> list[str]:
     """Flow control: each queue's own limit and every limit family's use."""
     limited = [q for q in queues if q["limits"]["max_concurrency"]]
     samples = [(f'{{queue="{q["name"]}"}}', q["limits"]["max_concurrency"]) for q in limited]
     text = "The queue's own max concurrency (queues with one)"
     lines = _family("dtq_queue_limit_max_concurrency", "gauge", text, samples)
-    families = [row for q in queues for row in records.limit_families(q)]
+    families = [row for q in queues for row in read_side.limit_families(q)]
 
-    def labels(row: records.LimitFamily) -> str:
+    def labels(row: read_side.LimitFamily) -> str:
         return f'{{queue="{row["queue"]}",family="{_escape(row["family"])}"}}'
 
     text = "Concurrency slots held now, per limit family (queue, or task name)"
@@ -115,7 +115,7 @@ HISTOGRAMS = {
 }
 
 
-def _histogram_lines(queues: list[records.QueueOverview]) -> list[str]:
+def _histogram_lines(queues: list[read_side.QueueOverview]) -> list[str]:
     lines: list[str] = []
     for kind, (name, text) in HISTOGRAMS.items():
         lines += [f"# HELP {name} {text}", f"# TYPE {name} histogram"]
@@ -131,12 +131,12 @@ def _histogram_lines(queues: list[records.QueueOverview]) -> list[str]:
 
 def render(after: str | None = None) -> str:
     """Return the exposition text for the queues after `after` (a page), workers, processes."""
-    registered, live = records.worker_counts()
+    registered, live = read_side.worker_counts()
     processes = [
-        (f'{{role="{role}"}}', sum(1 for p in records.processes(role) if p["alive"]))
-        for role in records.ROLES
+        (f'{{role="{role}"}}', sum(1 for p in read_side.processes(role) if p["alive"]))
+        for role in read_side.ROLES
     ]
-    page = records.overview_page(after=after)
+    page = read_side.overview_page(after=after)
     queues = page["queues"]
     lines = _queue_lines(queues) + _histogram_lines(queues)
     lines += _family("dtq_workers_live", "gauge", "Workers with a fresh heartbeat", [("", live)])

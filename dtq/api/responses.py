@@ -8,8 +8,8 @@ from drf_spectacular.utils import OpenApiResponse
 from rest_framework import serializers
 
 from dtq.api.fields import EpochField, ObjectField
-from dtq.engine.records import trends
-from dtq.engine.records.tasks import durations
+from dtq.engine.read_side import trends
+from dtq.engine.read_side.tasks import durations
 from dtq.engine.state import TaskState
 
 STATES = [s.value for s in TaskState]
@@ -138,7 +138,7 @@ def _is_progress(value: Any) -> bool:
 
 
 def task_detail(record: dict[str, Any]) -> dict[str, Any]:
-    """Return a record from records.get_task with args/kwargs and errors split out."""
+    """Return a record from read_side.get_task with args/kwargs and errors split out."""
     raw = record.get("payload")
     payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in (record.get("history") or []) if isinstance(h, dict)]

@@ -27,9 +27,9 @@ from dtq.engine.connection import get_client
 from dtq.engine.dlq import BATCH, DISCARDED, discard_entries, replay_entries
 from dtq.engine.errors import DtqError, InvalidOperation, ReadBudgetExceeded
 from dtq.engine.keys import Keys, check_queue_name
-from dtq.engine.records import find_dlq_entry, get_task
-from dtq.engine.records import query as search
-from dtq.engine.records.budget import read_budget
+from dtq.engine.read_side import find_dlq_entry, get_task
+from dtq.engine.read_side import query as search
+from dtq.engine.read_side.budget import read_budget
 from dtq.engine.state import TaskState
 
 JOB_TTL = 24 * 3600  # seconds a job's state stays readable after its last change

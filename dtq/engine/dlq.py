@@ -7,15 +7,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout, records
+from dtq.engine import gateway, ids, layout, read_side
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
-from dtq.engine.records import DlqEntry
+from dtq.engine.read_side import DlqEntry
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
 TRIM_BATCH = 500  # entries per retention call
 
-Progress = Callable[["BulkResult"], None]
+DlqProgress = Callable[["BulkResult"], None]
 
 
 @dataclass(frozen=True, slots=True, kw_only=True)
@@ -146,12 +146,12 @@ def matching_batches(
     Only entries present when the iteration starts are considered, so a DLQ that keeps
     growing cannot keep a bulk action running.
     """
-    upto = records.dlq_last_id(queue)
+    upto = read_side.dlq_last_id(queue)
     if upto is None:
         return
     left = flt.limit
     while left is None or left > 0:
-        page = records.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
+        page = read_side.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
         if not page:
             return
         after = page[-1]["entry_id"]
@@ -166,7 +166,7 @@ def bulk(
     flt: DlqFilter,
     act: Callable[[list[DlqEntry]], list[str]],
     ok: tuple[str, ...],
-    progress: Progress | None = None,
+    progress: DlqProgress | None = None,
     result: BulkResult | None = None,
     after: str = "-",
 ) -> BulkResult:

@@ -12,7 +12,7 @@ import inspect
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, failed, ids, records, registry
+from dtq.engine import codec, failed, ids, read_side, registry
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.declared import check_declared, task_queues
@@ -81,7 +81,7 @@ def edit_and_replay(
         raise NotInDeadLetterQueue(task_id)
     changes = {"args": args, "kwargs": kwargs, "queue": queue, "priority": priority}
     with audited(actor, AuditAction.REPLAY, task_id=task_id, reason=reason) as report:
-        entry = records.find_dlq_entry(task_id)
+        entry = read_side.find_dlq_entry(task_id)
         if entry is None:
             raise NotInDeadLetterQueue(task_id)
         report.queue = entry["queue"]
@@ -120,7 +120,7 @@ def edit_and_retry(
         actor, AuditAction.REPLAY, task_id=task_id, reason=reason, parameters=params
     ) as report:
         found = failed.find([task_id])  # read first: its finished_at fences the script call
-        record = records.get_task(task_id)
+        record = read_side.get_task(task_id)
         if record is None:
             raise TaskNotFound(f"no task {task_id!r} (never created, or past retention)")
         if record["state"] != "FAILED":

@@ -8,7 +8,7 @@ import math
 import threading
 import time
 import traceback
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Executor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -238,7 +238,7 @@ async def _call(
 
 
 async def execute(
-    att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
+    att: Attempt, worker_id: str, context: Any, pool: Executor, on_stuck: Any
 ) -> Outcome:
     """Run one attempt, with its registry entry's hooks around it if it has them.
 
@@ -290,7 +290,7 @@ def _hook(method: Any, default: Any, att: Attempt, *args: Any) -> Any:
 
 
 async def _execute(
-    att: Attempt, worker_id: str, context: Any, pool: ThreadPoolExecutor, on_stuck: Any
+    att: Attempt, worker_id: str, context: Any, pool: Executor, on_stuck: Any
 ) -> Outcome:
     """Run the handler of one attempt and return its outcome (never raises)."""
     try:

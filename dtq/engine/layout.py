@@ -1,4 +1,4 @@
-"""Build the KEYS and ARGV header shared by every Lua script (see lua/lib.lua)."""
+"""Build each Lua script's KEYS (its layout) and the ARGV header all scripts share (lib.lua)."""
 
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from dtq.conf import dtq_settings
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.protocol import STATE_ORDER
 
-__all__ = ["STATE_ORDER", "TaskRef", "build", "queue_index"]
+__all__ = ["FULL", "STATE_ORDER", "Layout", "TaskRef", "build", "of", "queue_index"]
 
 
 @dataclass(frozen=True, slots=True)
@@ -23,43 +23,191 @@ class TaskRef:
     idem: str = ""
 
 
-def shared_keys(keys: Keys) -> list[str]:
-    """Return the seven shared keys, in lib.lua order."""
-    return list(_shared_keys(keys, int(time.time() // 60)))
+SHARED = ("schedule", "running", "events", "queues", "paused", "throughput", "dlq_index")
+QUEUE = (
+    *(str(state) for state in STATE_ORDER),
+    "stats",
+    "dlq",
+    "stream0",
+    "stream1",
+    "stream2",
+    # Flow control (lib.lua): limits (hash), held slots, waiting line, rate meters (zsets).
+    "limits",
+    "held",
+    "wait",
+    "rate",
+)
+TASK = ("record", "result", "idem")
+# The Lua constant that names each key's position (lib.lua reads KEYS through these).
+SHARED_LUA = dict(
+    zip(
+        SHARED,
+        ("K_SCHEDULE", "K_RUNNING", "K_EVENTS", "K_QUEUES", "K_PAUSED", "K_TP", "K_DLQIX"),
+        strict=True,
+    )
+)
+QUEUE_LUA = {
+    "stats": "Q_STATS",
+    "dlq": "Q_DLQ",
+    "stream0": "Q_STREAM0",
+    "limits": "Q_LIMITS",
+    "held": "Q_HELD",
+    "wait": "Q_WAIT",
+    "rate": "Q_RATE",
+}
+TASK_LUA = {"record": "T_RECORD", "result": "T_RESULT", "idem": "T_IDEM"}
+
+
+@dataclass(frozen=True, slots=True)
+class Layout:
+    """Which keys a script gets: shared, per queue and per task, each in this order.
+
+    Every key costs Redis parsing and a Lua string per call, so a hot script gets only the
+    keys it uses. A key left out is nil in the script's constants: using it is an error.
+    """
+
+    shared: tuple[str, ...] = SHARED
+    queue: tuple[str, ...] = QUEUE
+    task: tuple[str, ...] = TASK
+
+    def __post_init__(self) -> None:
+        streams = [k for k in self.queue if k.startswith("stream")]
+        if streams and streams != [f"stream{b}" for b in BANDS]:
+            raise ValueError("a layout has all three streams or none")
+        if streams and self.queue.index("stream0") + 2 != self.queue.index("stream2"):
+            raise ValueError("a layout's streams are adjacent, in band order")
+
+    def lua(self) -> str:
+        """Return the Lua constants of this layout (one paragraph; lib.lua's qkey and tkey)."""
+
+        def pos(names: tuple[str, ...], name: str) -> str:
+            return str(names.index(name) + 1) if name in names else "nil"
+
+        shared = ", ".join(SHARED_LUA[k] for k in SHARED)
+        shared_at = ", ".join(pos(self.shared, k) for k in SHARED)
+        ix = ", ".join(
+            f"{k} = {pos(self.queue, k)}" for k in QUEUE if k in self.queue and k in STATE_ORDER
+        )
+        task = ", ".join(TASK_LUA[k] for k in TASK)
+        task_at = ", ".join(pos(self.task, k) for k in TASK)
+        q_at = ", ".join(pos(self.queue, k) for k in QUEUE_LUA)
+        return (
+            f"local NSHARED, QB, TB = {len(self.shared)}, {len(self.queue)}, {len(self.task)}\n"
+            f"local {shared} = {shared_at}\n"
+            f"local {', '.join(QUEUE_LUA.values())} = {q_at}\n"
+            f"local IX = {{{ix}}}  -- state -> its index key's place in a queue block\n"
+            f"local {task} = {task_at}"
+        )
+
+
+FULL = Layout()
+# The hot scripts' own layouts (tests/test_gateway.py checks each names every key it uses).
+LAYOUTS = {
+    "submit": Layout(
+        shared=("schedule", "events", "queues", "throughput"),
+        queue=("PENDING", "QUEUED", "stats", "stream0", "stream1", "stream2"),
+        task=("record", "idem"),
+    ),
+    "read": Layout(shared=("paused",), queue=("stream0", "stream1", "stream2"), task=()),
+    # claim's flow control (lib.lua's admit) parks a task over a rate as PENDING on the
+    # schedule and reads and writes all four limit keys.
+    "claim": Layout(
+        shared=("schedule", "running", "events", "paused", "throughput"),
+        queue=(
+            "PENDING",
+            "QUEUED",
+            "RUNNING",
+            "CANCELLED",
+            "EXPIRED",
+            "stats",
+            "stream0",
+            "stream1",
+            "stream2",
+            "limits",
+            "held",
+            "wait",
+            "rate",
+        ),
+        task=("record", "idem"),
+    ),
+    "finalize": Layout(
+        shared=("schedule", "running", "events", "throughput", "dlq_index"),
+        queue=(
+            "RUNNING",
+            "RETRYING",
+            "SUCCEEDED",
+            "FAILED",
+            "DEAD_LETTERED",
+            "CANCELLED",
+            "stats",
+            "dlq",
+            "stream0",
+            "stream1",
+            "stream2",
+            # release() frees the attempt's slots and wakes waiters; the rate meters come
+            # with the flow-control paragraph of lib.lua that finalize includes.
+            "limits",
+            "held",
+            "wait",
+            "rate",
+        ),
+    ),
+}
+
+
+def of(script: str) -> Layout:
+    """Return the layout of the named script (the full one unless it has its own)."""
+    return LAYOUTS.get(script, FULL)
+
+
+def shared_keys(keys: Keys, layout: Layout = FULL) -> list[str]:
+    """Return the layout's shared keys, in its order."""
+    return list(_shared_keys(keys, layout, int(time.time() // 60)))
 
 
 @functools.lru_cache(maxsize=64)
-def _shared_keys(keys: Keys, minute: int) -> tuple[str, ...]:
-    return (
-        keys.schedule,
-        keys.running,
-        keys.events,
-        keys.queues,
-        keys.paused,
-        keys.throughput(minute),
-        keys.dlq_index,
-    )
+def _shared_keys(keys: Keys, layout: Layout, minute: int) -> tuple[str, ...]:
+    every = {
+        "schedule": keys.schedule,
+        "running": keys.running,
+        "events": keys.events,
+        "queues": keys.queues,
+        "paused": keys.paused,
+        "throughput": keys.throughput(minute),
+        "dlq_index": keys.dlq_index,
+    }
+    return tuple(every[name] for name in layout.shared)
 
 
 @functools.lru_cache(maxsize=4096)
-def queue_block(keys: Keys, queue: str) -> tuple[str, ...]:
-    """Return the eighteen keys of one queue, in lib.lua order (cached: the hot paths)."""
-    block = [keys.index(queue, state) for state in STATE_ORDER]
-    block += [keys.stats(queue), keys.dlq(queue)]
-    block += [keys.stream(queue, band) for band in BANDS]
-    block += [
-        keys.limits(queue),
-        keys.limit_held(queue),
-        keys.limit_wait(queue),
-        keys.limit_rate(queue),
-    ]
+def queue_block(keys: Keys, queue: str, layout: Layout = FULL) -> tuple[str, ...]:
+    """Return the layout's keys of one queue, in its order (cached: the hot paths)."""
+    flow = {
+        "limits": keys.limits,
+        "held": keys.limit_held,
+        "wait": keys.limit_wait,
+        "rate": keys.limit_rate,
+    }
+    block = []
+    for name in layout.queue:
+        if name == "stats":
+            block.append(keys.stats(queue))
+        elif name == "dlq":
+            block.append(keys.dlq(queue))
+        elif name.startswith("stream"):
+            block.append(keys.stream(queue, int(name[-1])))
+        elif name in flow:
+            block.append(flow[name](queue))
+        else:
+            block.append(keys.index(queue, name))
     return tuple(block)
 
 
-def task_block(keys: Keys, ref: TaskRef) -> list[str]:
-    """Return the three keys of one task; the record stands in when there is no key."""
+def task_block(keys: Keys, ref: TaskRef, layout: Layout = FULL) -> list[str]:
+    """Return the layout's keys of one task; the record stands in when there is no key."""
     idem = keys.idempotency(ref.queue, ref.idem) if ref.idem else keys.task(ref.id)
-    return [keys.task(ref.id), keys.result(ref.id), idem]
+    every = {"record": keys.task(ref.id), "result": keys.result(ref.id), "idem": idem}
+    return [every[name] for name in layout.task]
 
 
 def workflow_block(keys: Keys, workflow_id: str) -> list[str]:
@@ -87,14 +235,16 @@ def build(
     queues: Sequence[str],
     tasks: Iterable[TaskRef] = (),
     workflows: Sequence[str] = (),
+    *,
+    layout: Layout = FULL,
 ) -> tuple[list[str], list[str | int]]:
     """Return (KEYS, ARGV header) for a call over these queues, tasks and workflows."""
     task_list = list(tasks)
-    key_list = shared_keys(keys)
+    key_list = shared_keys(keys, layout)
     for queue in queues:
-        key_list += queue_block(keys, queue)
+        key_list += queue_block(keys, queue, layout)
     for ref in task_list:
-        key_list += task_block(keys, ref)
+        key_list += task_block(keys, ref, layout)
     for workflow_id in workflows:
         key_list += workflow_block(keys, workflow_id)
     s = dtq_settings

@@ -12,7 +12,7 @@ import time
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import cursors, gateway, ids, layout, limits, records, workflows
+from dtq.engine import cursors, gateway, ids, layout, limits, read_side, workflows
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
@@ -22,11 +22,11 @@ from dtq.engine.dlq import (
     REPLAYED,
     BulkResult,
     DlqFilter,
+    DlqProgress,
     bulk,
     discard_entries,
     replay_entries,
 )
-from dtq.engine.dlq import Progress as DlqProgress
 from dtq.engine.errors import (
     DtqError,
     InvalidOperation,
@@ -35,9 +35,8 @@ from dtq.engine.errors import (
     TaskNotFound,
 )
 from dtq.engine.keys import Keys, check_queue_name
-from dtq.engine.purge import Progress as PurgeProgress
-from dtq.engine.purge import Purge, PurgePreview, PurgeResult, preview
-from dtq.engine.records import DlqEntry
+from dtq.engine.purge import Purge, PurgePreview, PurgeProgress, PurgeResult, preview
+from dtq.engine.read_side import DlqEntry
 
 __all__ = [
     "Actor",
@@ -174,7 +173,7 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     reason = _reason(reason)
     action = AuditAction.PAUSE if paused else AuditAction.RESUME
     with audited(actor, action, queue=queue, reason=reason) as report:
-        if _queue(queue) not in records.queue_names():  # pausing must not create a queue
+        if _queue(queue) not in read_side.queue_names():  # pausing must not create a queue
             _target(queue)
         changed = gateway.pause(get_client(), _keys(), queue, paused, reason)
         report.affected = int(changed)
@@ -196,7 +195,7 @@ def set_queue_limits(
     rate: str | None = UNSET,
     burst: int | None = None,
     reason: str = "",
-) -> records.QueueLimits:
+) -> read_side.QueueLimits:
     """Set or clear (None) a queue's own concurrency and rate limits; return them after.
 
     Waiters the new concurrency limit has room for are woken (all of them when it is cleared).
@@ -204,7 +203,7 @@ def set_queue_limits(
     """
     reason = _reason(reason)
     _queue(queue)
-    current = records.queue_overview(queue)["limits"]
+    current = read_side.queue_overview(queue)["limits"]
     conc = current["max_concurrency"] if max_concurrency is UNSET else max_concurrency
     try:
         conc = None if conc is None else limits.check_concurrency(conc)
@@ -214,11 +213,11 @@ def set_queue_limits(
             encoded = "" if rate is None else limits.parse_rate(rate, burst).encoded()
     except ValueError as exc:
         raise InvalidOperation(str(exc)) from None
-    params = {"max_concurrency": conc, "rate": records.rate_text(encoded)}
+    params = {"max_concurrency": conc, "rate": read_side.rate_text(encoded)}
     with audited(
         actor, AuditAction.QUEUE_LIMIT, queue=queue, reason=reason, parameters=params
     ) as report:
-        if queue not in records.queue_names():
+        if queue not in read_side.queue_names():
             _target(queue)
         change = True
         for _ in range(1000):  # each call wakes a bounded number of waiters
@@ -227,12 +226,12 @@ def set_queue_limits(
             if not after.waiting or (conc is not None and after.held >= conc):
                 break
         report.affected = 1
-    return records.queue_overview(queue)["limits"]
+    return read_side.queue_overview(queue)["limits"]
 
 
-def queue_limits(queue: str) -> records.QueueLimits:
+def queue_limits(queue: str) -> read_side.QueueLimits:
     """Return a queue's own limits and their use (a read: no audit row)."""
-    return records.queue_overview(_queue(queue))["limits"]
+    return read_side.queue_overview(_queue(queue))["limits"]
 
 
 def _current_rate(queue: str) -> str:
@@ -254,7 +253,7 @@ def _rebursted(queue: str, burst: int) -> str:
 def _entry(task_id: str, queue: str | None) -> DlqEntry:
     if queue is not None:
         _queue(queue)
-    entry = records.find_dlq_entry(task_id, queue) if ids.is_valid(task_id) else None
+    entry = read_side.find_dlq_entry(task_id, queue) if ids.is_valid(task_id) else None
     if entry is None:
         raise NotInDeadLetterQueue(task_id)
     return entry

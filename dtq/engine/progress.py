@@ -18,7 +18,7 @@ from redis.exceptions import RedisError
 
 from dtq.engine import codec, gateway, layout
 from dtq.engine.connection import get_client
-from dtq.engine.records.tasks import keys_for
+from dtq.engine.read_side.tasks import keys_for
 
 INTERVAL = 0.5  # seconds between two writes of one attempt, at least
 MAX_MESSAGE = 200  # characters of a progress message kept

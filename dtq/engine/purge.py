@@ -64,7 +64,7 @@ class PurgeResult:
         self.batches += 1
 
 
-Progress = Callable[[PurgeResult], None]
+PurgeProgress = Callable[[PurgeResult], None]
 
 
 def _keys() -> Keys:
@@ -88,7 +88,7 @@ class Purge:
         self,
         queue: str,
         reason: str,
-        progress: Progress | None = None,
+        progress: PurgeProgress | None = None,
         *,
         limit: int | None = None,
         cutoff_ms: int | None = None,

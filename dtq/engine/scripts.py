@@ -11,7 +11,7 @@ from dataclasses import dataclass
 from functools import cache
 from importlib import resources
 
-from dtq.engine import protocol
+from dtq.engine import layout, protocol
 
 NAMES = (
     "submit",
@@ -46,6 +46,7 @@ FLUSHES = ("flush_counts", "flush_zsets", "flush_events", "flush_acks")  # acks 
 DEFINED = re.compile(r"^local (?:function )?([\w, ]+?)(?: =|\()", re.M)
 COMMENT = re.compile(r"--.*$", re.M)
 GENERATED = "-- @generated constants (protocol.py)"
+LAYOUT = "-- @generated layout (layout.py)"
 
 
 @dataclass(frozen=True, slots=True)
@@ -81,15 +82,17 @@ def _used_lib(lib: str, body: str) -> str:
     return "\n\n".join(p for p, keep in zip(paragraphs, used, strict=True) if keep)
 
 
-def lib_text() -> str:
-    """Return lib.lua with protocol.py's constants and reply builders written in."""
+def lib_text(name: str = "") -> str:
+    """Return lib.lua with the named script's key layout, protocol.py's constants and the reply
+    builders written in."""
     from dtq.engine import gateway  # the reply declarations; gateway imports this module
 
     lib = (resources.files("dtq.engine") / "lua" / "lib.lua").read_text()
     generated = protocol.lua_prelude() + "\n\n" + gateway.lua_reply_builders()
-    if GENERATED not in lib:
-        raise RuntimeError(f"lib.lua lost its {GENERATED!r} line")
-    return lib.replace(GENERATED, generated)
+    for marker in (GENERATED, LAYOUT):
+        if marker not in lib:
+            raise RuntimeError(f"lib.lua lost its {marker!r} line")
+    return lib.replace(GENERATED, generated).replace(LAYOUT, layout.of(name).lua())
 
 
 @cache
@@ -103,7 +106,7 @@ def source(name: str) -> str:
     body = (resources.files("dtq.engine") / "lua" / f"{name}.lua").read_text()
     if name in STANDALONE:
         return body
-    lib = _used_lib(lib_text(), body)
+    lib = _used_lib(lib_text(name), body)
     flushes = "".join(f"{f}()\n" for f in FLUSHES if f"local function {f}(" in lib)
     return (
         f"{lib}\nlocal function script_body()\n{body}\nend\n"

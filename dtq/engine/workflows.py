@@ -15,7 +15,8 @@ Hash fields: id, state (RUNNING | SUCCEEDED | FAILED | CANCELLED), policy (stop 
 total, done, bad, created_at, updated_at, label, result (the workflow's result expression);
 per member m: t:m task id, spec:m (JSON: name, queue, args, kwargs, options,
 input, deps), n:m inputs still missing, d:m its dependents (comma list), q:m '1' once
-submitted, s:m its final state, r:m its result (JSON) or e:m its error (JSON).
+submitted, s:m its final state, r:m its result (JSON) or e:m its error (JSON), x:m '1' when
+a stop cancelled it; halted: how many members a stop cancelled (released again on resume).
 """
 
 from __future__ import annotations
@@ -358,6 +359,8 @@ def _cancel_members(
         current = client.hmget(keys.task(task_id), "state", "queue", "cancel")
         if current[0] is None or current[0] in TERMINAL_STATES or current[2] == "1":
             continue
+        if state == "FAILED":  # a stop, not an operator: a resume releases it again (wf_note)
+            client.hset(keys.workflow(workflow_id), f"x:{m}", 1)
         cancel_task_in_workflow(
             client, keys, task_id, current[1] or queue, (workflow_id, m), reason
         )

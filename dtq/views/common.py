@@ -16,7 +16,7 @@ from django.urls import reverse
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import events, records
+from dtq.engine import events, read_side
 from dtq.engine.audit import Actor, request_id_or_new
 from dtq.engine.connection import describe, is_outage
 from dtq.engine.errors import ReadBudgetExceeded
@@ -78,7 +78,7 @@ def require(action: str) -> Callable[[View], View]:
             if not request.user.has_perm(perm):
                 raise PermissionDenied(f"needs the {perm} permission")
             # One read budget per page view: whatever it shows, it costs Redis a bounded amount.
-            with records.read_budget():
+            with read_side.read_budget():
                 try:
                     return view(request, *args, **kwargs)
                 except ReadBudgetExceeded as exc:
@@ -156,7 +156,7 @@ def moment(seconds: Any) -> datetime | None:
 
 def dated(record: dict[str, Any]) -> dict[str, Any]:
     """Return a copy of a task record with its time fields as datetimes, for templates."""
-    return record | {name: moment(record.get(name)) for name in records.MS_FIELDS}
+    return record | {name: moment(record.get(name)) for name in read_side.MS_FIELDS}
 
 
 def dated_event(event: dict[str, Any]) -> dict[str, Any]:

@@ -13,9 +13,9 @@ from django.template.response import TemplateResponse
 from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
-from dtq.engine import audit_db, ids, ops, records
+from dtq.engine import audit_db, ids, ops, read_side
 from dtq.engine.errors import DtqError
-from dtq.engine.records import DlqEntry
+from dtq.engine.read_side import DlqEntry
 from dtq.views.common import (
     MORE_ENTRIES,
     PERMS,
@@ -49,7 +49,7 @@ def _default_queue(queues: list[str]) -> str | None:
 def _page(queue: str, flt: ops.DlqFilter, before: str | None) -> dict[str, Any]:
     """Return one page of entries, newest first; a filter reads a bounded number of entries."""
     if flt == ops.DlqFilter():
-        page = records.dlq_entries(queue, limit=PAGE, before=before)
+        page = read_side.dlq_entries(queue, limit=PAGE, before=before)
         return {
             "entries": page["entries"],
             "next_cursor": page["next_cursor"],
@@ -58,7 +58,7 @@ def _page(queue: str, flt: ops.DlqFilter, before: str | None) -> dict[str, Any]:
     found: list[DlqEntry] = []
     scanned, total = 0, 0
     while scanned < SCAN_LIMIT:
-        page = records.dlq_entries(queue, limit=SCAN_PAGE, before=before)
+        page = read_side.dlq_entries(queue, limit=SCAN_PAGE, before=before)
         scanned += SCAN_PAGE
         total = page["total"]
         found += [e for e in page["entries"] if flt.matches(e)]
@@ -71,7 +71,7 @@ def _page(queue: str, flt: ops.DlqFilter, before: str | None) -> dict[str, Any]:
 @require("view")
 def dlq_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     """Render one page of a queue's DLQ with filters, checkboxes and bulk actions."""
-    queues = records.queue_names()
+    queues = read_side.queue_names()
     queue = queue_param(request.GET.get("queue")) or _default_queue(queues)
     flt = _filter(request.GET)
     page: dict[str, Any] = {"entries": [], "next_cursor": None, "total": 0}
@@ -151,7 +151,7 @@ def dlq_action(request: HttpRequest, site: AdminSite) -> HttpResponse:
             action=action,
             action_label=ACTIONS[action],
             queue=queue,
-            total=records.dlq_entries(queue, limit=1)["total"],
+            total=read_side.dlq_entries(queue, limit=1)["total"],
             **sel,
         )
         return TemplateResponse(request, "dtq/dlq_confirm.html", context)
@@ -218,7 +218,7 @@ def dlq_purge(request: HttpRequest, site: AdminSite) -> HttpResponse:
         f"Purge the dead-letter queue of {queue}?",
         tab="dlq",
         queue=queue,
-        total=records.dlq_entries(queue, limit=1)["total"],
+        total=read_side.dlq_entries(queue, limit=1)["total"],
         error=error,
     )
     return TemplateResponse(request, "dtq/dlq_purge.html", context)

@@ -8,8 +8,8 @@ from django.contrib.admin import AdminSite
 from django.http import HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from dtq.engine import events, records
-from dtq.engine.records import trends
+from dtq.engine import events, read_side
+from dtq.engine.read_side import trends
 from dtq.views import charts
 from dtq.views.common import can, dated_event, page_context, queue_param, require
 
@@ -20,7 +20,7 @@ QUEUE_PAGE = 25  # queues per dashboard page (18 commands each)
 
 def role_health(role: str) -> dict[str, Any]:
     """Return how many processes of a role are alive and the freshest heartbeat age."""
-    procs = records.processes(role)
+    procs = read_side.processes(role)
     alive = [p for p in procs if p["alive"]]
     ages = [p["heartbeat_age"] for p in procs]
     return {
@@ -44,8 +44,8 @@ def _with_trends(queue: Any) -> dict[str, Any]:
 
 def live_context(after: str | None = None) -> dict[str, Any]:
     """Return what the refreshable part of the dashboard shows (a handful of round trips)."""
-    rows = records.throughput(minutes=CHART_MINUTES)
-    page = records.overview_page(after=after, limit=QUEUE_PAGE)
+    rows = read_side.throughput(minutes=CHART_MINUTES)
+    page = read_side.overview_page(after=after, limit=QUEUE_PAGE)
     queues = [_with_trends(q) for q in page["queues"]]
     per_queue = trends.throughput_per_queue([q["name"] for q in queues], CHART_MINUTES)
     for q in queues:
@@ -61,8 +61,8 @@ def live_context(after: str | None = None) -> dict[str, Any]:
         "chart": charts.throughput_svg(rows),
         "summary": charts.summarize(rows),
         "chart_minutes": CHART_MINUTES,
-        "workers": records.workers(),
-        "roles": [role_health(role) for role in records.ROLES],
+        "workers": read_side.workers(),
+        "roles": [role_health(role) for role in read_side.ROLES],
     }
 
 

@@ -10,7 +10,7 @@ from django.contrib.admin import AdminSite
 from django.http import Http404, HttpRequest, HttpResponse, HttpResponseRedirect
 from django.template.response import TemplateResponse
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.declared import declared
 from dtq.engine.edit import edit_and_replay, edit_and_retry
 from dtq.engine.errors import DtqError
@@ -94,7 +94,7 @@ def task_edit(request: HttpRequest, site: AdminSite, task_id: str) -> HttpRespon
 
     A dead-lettered task is replayed from its DLQ entry, a FAILED one retried from its record.
     """
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     if record is None or record.get("state") not in RERUN:
         raise Http404("no dead-lettered or FAILED task with this id")
     payload = record["payload"] if isinstance(record.get("payload"), dict) else {}

@@ -14,10 +14,10 @@ from django.utils.http import urlencode
 from django.views.decorators.http import require_POST
 
 from dtq.conf import dtq_settings
-from dtq.engine import ids, ops, records, registry
+from dtq.engine import ids, ops, read_side, registry
 from dtq.engine.errors import DtqError
 from dtq.engine.firing import schedule_of
-from dtq.engine.records import query
+from dtq.engine.read_side import query
 from dtq.engine.state import TERMINAL_STATES, TaskState
 from dtq.views import timeline
 from dtq.views.common import (
@@ -61,7 +61,7 @@ def _page(filters: dict[str, Any]) -> dict[str, Any]:
     queues = [filters["queue"]] if filters["queue"] else None
     page = query.run(search, PAGE, filters["cursor"], queues=queues)
     return {
-        "tasks": [dated(t) | records.durations(t) for t in page["tasks"]],
+        "tasks": [dated(t) | read_side.durations(t) for t in page["tasks"]],
         "next_cursor": page["next_cursor"],
         "scanned": page["scanned"] if search.reads_records else None,
         "partial": page["partial"],
@@ -73,11 +73,11 @@ def _page(filters: dict[str, Any]) -> dict[str, Any]:
 @require("view")
 def task_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     """Render one page of tasks matching a search, newest first; a task id opens its page."""
-    queues = records.queue_names()
+    queues = read_side.queue_names()
     filters = _filters(request, queues)
     q = filters["q"]
     if ids.is_valid(q):
-        if records.get_task(q) is not None:
+        if read_side.get_task(q) is not None:
             return HttpResponseRedirect(admin_url("task", q))
         messages.warning(request, f"No task with id {q!r} (never created, or past retention).")
     page: dict[str, Any] = {"tasks": [], "next_cursor": None, "scanned": None, "partial": False}
@@ -110,7 +110,7 @@ def task_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
 
 
 def _task_or_404(task_id: str) -> dict[str, Any]:
-    record = records.get_task(task_id)
+    record = read_side.get_task(task_id)
     if record is None:
         raise Http404("no such task (never created, or past retention)")
     return record
@@ -126,9 +126,9 @@ def task_context(record: dict[str, Any]) -> dict[str, Any]:
     raw = record.get("payload")
     payload: dict[str, Any] = raw if isinstance(raw, dict) else {}
     history = [h for h in record.get("history") or [] if isinstance(h, dict)]
-    runs = {r["attempt"]: r["run_seconds"] for r in records.durations(record)["attempt_runs"]}
+    runs = {r["attempt"]: r["run_seconds"] for r in read_side.durations(record)["attempt_runs"]}
     return {
-        "task": dated(record) | records.durations(record),
+        "task": dated(record) | read_side.durations(record),
         "args": pretty(payload.get("args", [])),
         "kwargs": pretty(payload.get("kwargs", {})),
         "result": pretty(record.get("result")),

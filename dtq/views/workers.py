@@ -6,15 +6,15 @@ from django.contrib.admin import AdminSite
 from django.http import Http404, HttpRequest, HttpResponse
 from django.template.response import TemplateResponse
 
-from dtq.engine import records
-from dtq.engine.records.worker_page import worker_detail
+from dtq.engine import read_side
+from dtq.engine.read_side.worker_page import worker_detail
 from dtq.views.common import dated, page_context, require
 
 
 @require("view")
 def worker_list(request: HttpRequest, site: AdminSite) -> HttpResponse:
     """Render the registered workers, freshest heartbeat first."""
-    context = page_context(request, site, "Workers", tab="workers", workers=records.workers())
+    context = page_context(request, site, "Workers", tab="workers", workers=read_side.workers())
     return TemplateResponse(request, "dtq/workers.html", context)
 
 
@@ -30,8 +30,8 @@ def worker_page(request: HttpRequest, site: AdminSite, worker_id: str) -> HttpRe
         f"Worker {worker_id}",
         tab="workers",
         worker=detail["worker"],
-        running=[dated(t) | records.durations(t) for t in detail["running"]],
-        history=[dated(t) | records.durations(t) for t in detail["history"]],
+        running=[dated(t) | read_side.durations(t) for t in detail["running"]],
+        history=[dated(t) | read_side.durations(t) for t in detail["history"]],
         partial=detail["partial"],
     )
     return TemplateResponse(request, "dtq/worker.html", context)

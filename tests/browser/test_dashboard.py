@@ -8,7 +8,7 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.browser.conftest import Site, screenshot
 from tests.conftest import Env, wait_for
 from tests.ops_support import dead_letter_by_hand
@@ -110,7 +110,7 @@ def test_the_page_reconnects_and_catches_up_after_the_server_was_down(
     site.stop()
     expect(page.locator("#dtq-live")).to_have_attribute("data-state", re.compile("reconnect"))
     dtq_env.worker("--burst").wait(30)
-    assert records.get_task(result.id)["state"] == "SUCCEEDED"
+    assert read_side.get_task(result.id)["state"] == "SUCCEEDED"
     site.start()  # same port: the page reconnects to it
     expect(page.locator("#dtq-live")).to_have_attribute("data-state", "live", timeout=30_000)
     expect(state).to_have_text("SUCCEEDED")  # from the catch-up: published while no one listened
@@ -127,13 +127,13 @@ def test_purge_through_the_confirmation_page_and_find_the_audit_row(page, dtq_en
     expect(page.locator('#dtq-purge-preview [data-field="queued"]')).to_have_text("5")
     expect(page.locator('#dtq-purge-preview [data-field="scheduled"]')).to_have_text("1")
     page.click("#dtq-confirm")  # the browser refuses: the reason is required
-    assert records.queue_overview("tests")["queued"] == 5
+    assert read_side.queue_overview("tests")["queued"] == 5
     page.fill("textarea[name=reason]", "browser test clean-up")
     screenshot(page, "purge-confirm")
     page.click("#dtq-confirm")
     expect(page.locator(".messagelist")).to_contain_text("5 queued and 1 scheduled")
     expect(cell(page, "tests", "queued")).to_have_text("0")
-    wait_for(lambda: records.queue_overview("tests")["scheduled"] == 0)
+    wait_for(lambda: read_side.queue_overview("tests")["scheduled"] == 0)
     page.goto("/admin/dtq/auditentry/")
     row = page.locator("#result_list tbody tr").first
     expect(row).to_contain_text("purge")

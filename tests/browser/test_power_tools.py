@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from dtq.engine import records
+from dtq.engine import read_side
 from tests.browser.conftest import screenshot
 from tests.browser.test_dashboard import expect, open_live, still_same_page
 from tests.conftest import Env, wait_for
@@ -117,9 +117,9 @@ def test_watch_a_progress_bar_move_on_a_running_task(page, dtq_env: Env):
 def test_a_workers_page_shows_what_it_runs_now_and_what_it_ran(page, dtq_env: Env):
     done = tasks.record.enqueue("first").id
     dtq_env.worker()
-    wait_for(lambda: records.get_task(done)["state"] == "SUCCEEDED", timeout=60)
+    wait_for(lambda: read_side.get_task(done)["state"] == "SUCCEEDED", timeout=60)
     running = tasks.steps.enqueue(20, 0.5).id
-    wait_for(lambda: (records.get_task(running)["progress"] or {}).get("fraction", 0) >= 0.1)
+    wait_for(lambda: (read_side.get_task(running)["progress"] or {}).get("fraction", 0) >= 0.1)
     page.goto("/admin/dtq/taskqueue/workers/")
     page.locator("#dtq-worker-list tbody tr[data-worker] a").first.click()
     row = page.locator(f'#dtq-worker-running tr[data-task="{running}"]')

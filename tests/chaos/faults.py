@@ -122,7 +122,7 @@ class FaultRunner(threading.Thread):
             return False
         if fault.kind == "scheduler_kill_at_slot":
             # pick also sets the offset from the next whole second: -50..+50 ms
-            time.sleep(1 - time.time() % 1 + (fault.pick - 0.5) * 0.1)
+            time.sleep(max(0.0, 1 - time.time() % 1 + (fault.pick - 0.5) * 0.1))
         first = int(fault.pick * len(targets))
         count = min(fault.count, len(targets))
         chosen = [targets[(first + i) % len(targets)] for i in range(count)]

@@ -88,7 +88,7 @@ def read_as(env: Env, consumer: str) -> list[Any]:
 def claim_as(env: Env, worker: str, entries: list[Any]) -> list[Any]:
     """Call claim.lua the way the worker does, for entries of the tests queue's normal band."""
     refs = [layout.TaskRef(task_id, "tests") for _, task_id in entries]
-    keys, argv = layout.build(env.keys, ["tests"], refs)
+    keys, argv = layout.build(env.keys, ["tests"], refs, layout=layout.of("claim"))
     args = [v for eid, _ in entries for v in (1, 1, eid)]
     return list(Scripts.of(get_client()).claim(keys=keys, args=[*argv, worker, 3000, *args]))
 
@@ -122,7 +122,9 @@ def finalize_as(env: Env, worker: str, claimed: list[Any], kind: str = "success"
     """Call finalize.lua the way the worker does, for one claimed attempt of the tests queue."""
     task_id, eid, attempt = claimed[0], claimed[1], claimed[6]
     history = f'{{"attempt":{attempt},"worker":"{worker}","outcome":"{kind}"}}'
-    keys, argv = layout.build(env.keys, ["tests"], [layout.TaskRef(task_id, "tests")])
+    keys, argv = layout.build(
+        env.keys, ["tests"], [layout.TaskRef(task_id, "tests")], layout=layout.of("finalize")
+    )
     args = [*argv, "1", worker, 1, 1, eid, attempt, kind, '"done"', history, 0]
     reply = Scripts.of(get_client()).finalize(keys=keys, args=args)
     return [1 if state else 0 for state in reply[::2]]  # (state decided, resent) per outcome

@@ -10,7 +10,7 @@ from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
 from dtq.conf import dtq_settings
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.models import PERM_DISCARD, PERM_PURGE, PERM_REPLAY
 
 
@@ -47,7 +47,7 @@ class DlqDetailView(DtqView):
     def get(self, request: Request, task_id: str) -> Response:
         """Show a dead-lettered task: its DLQ entry and its record (null once expired)."""
         queue = valid(inputs.DlqEntryQuery, request.query_params).validated_data.get("queue")
-        detail = records.dlq_detail(task_id, queue)
+        detail = read_side.dlq_detail(task_id, queue)
         if detail is None:
             raise NotFound(f"task {task_id} is not in a dead-letter queue", code="not_in_dlq")
         record = detail["record"]
@@ -152,7 +152,7 @@ class DlqPurge(DtqView):
         form = valid(inputs.DlqPurgeRequest, body(request)).validated_data
         queue, more = form["queue"], False
         if form["dry_run"]:
-            entries = records.dlq_entries(queue, 1)["total"]
+            entries = read_side.dlq_entries(queue, 1)["total"]
         else:
             limit = dtq_settings.BULK_REQUEST_LIMIT
             result = ops.purge_dlq(queue, actor=self.actor(), reason=form["reason"], limit=limit)

@@ -14,7 +14,7 @@ from dtq.api.errors import BadRequest, NotFound
 from dtq.api.fields import QUEUE_NAME_MESSAGE
 from dtq.api.responses import error_responses
 from dtq.conf import dtq_settings
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.keys import QUEUE_NAME, check_queue_name
 from dtq.models import PERM_PAUSE, PERM_PURGE, PERM_VIEW
 
@@ -47,7 +47,7 @@ class QueueCollection(DtqView):
         """
         query = valid(inputs.QueueListQuery, request.query_params)
         cursor = query.validated_data.get("cursor")
-        page = records.overview_page(after=cursor, limit=query.limit_or_default())
+        page = read_side.overview_page(after=cursor, limit=query.limit_or_default())
         data = {"results": page["queues"], "next_cursor": page["next_cursor"]}
         return render(responses.QueueList, data | {"total": page["total"]})
 
@@ -64,10 +64,10 @@ class QueueDetailView(DtqView):
         """Show a queue: depth per band, running, scheduled, DLQ, paused, oldest age, throughput."""
         queue_name(name)
         minutes = valid(inputs.QueueDetailQuery, request.query_params).validated_data["minutes"]
-        if name not in records.queue_names():
+        if name not in read_side.queue_names():
             raise NotFound(f"no queue {name!r} (no task was ever submitted to it)")
-        overview = records.queue_overview(name)
-        data = {**overview, "throughput": records.throughput(name, minutes)}
+        overview = read_side.queue_overview(name)
+        data = {**overview, "throughput": read_side.throughput(name, minutes)}
         return render(responses.QueueDetail, data)
 
 

@@ -14,7 +14,7 @@ from dtq.api import access, inputs, responses
 from dtq.api.base import DtqView, document, render, valid
 from dtq.api.errors import BadRequest, Unavailable
 from dtq.api.responses import error_responses
-from dtq.engine import audit_db, cursors, records
+from dtq.engine import audit_db, cursors, read_side
 from dtq.models import PERM_VIEW, AuditEntry
 
 PERM_VIEW_AUDIT = "dtq.view_auditentry"
@@ -29,7 +29,7 @@ class WorkerCollection(DtqView):
     )
     def get(self, request: Request) -> Response:
         """List workers: host, pid, queues, concurrency, in flight, processed, heartbeat age."""
-        return render(responses.WorkerList, {"results": records.workers()})
+        return render(responses.WorkerList, {"results": read_side.workers()})
 
 
 class AuditCollection(DtqView):
@@ -83,11 +83,11 @@ class HealthView(DtqView):
 def readiness() -> dict[str, dict[str, Any]]:
     """Return one check per dependency: Redis reachable, a live scheduler and reaper."""
     try:
-        found = {role: records.processes(role) for role in records.ROLES}
+        found = {role: read_side.processes(role) for role in read_side.ROLES}
     except RedisError as exc:
         down = {"ok": False, "detail": f"not reachable: {type(exc).__name__}"}
         unknown = {"ok": False, "detail": "unknown: Redis is not reachable"}
-        return {"redis": down} | {role: unknown for role in records.ROLES}
+        return {"redis": down} | {role: unknown for role in read_side.ROLES}
     checks = {"redis": {"ok": True, "detail": ""}}
     for role, procs in found.items():
         alive = sum(1 for p in procs if p["alive"])

@@ -13,10 +13,10 @@ from dtq.api import idempotency, inputs, listing, responses
 from dtq.api.base import DtqView, body, document, render, valid
 from dtq.api.errors import BadRequest, NotFound
 from dtq.api.responses import error_responses
-from dtq.engine import ops, records, registry
+from dtq.engine import ops, read_side, registry
 from dtq.engine.declared import task_queues
 from dtq.engine.errors import IdempotencyConflict, IdempotencyInProgress
-from dtq.engine.records.query import QueryError
+from dtq.engine.read_side.query import QueryError
 from dtq.engine.submit import submit
 from dtq.models import PERM_CANCEL, PERM_SUBMIT, PERM_VIEW
 from dtq.options import IDEMPOTENCY_KEY
@@ -95,7 +95,7 @@ class TaskCollection(DtqView):
             raise idempotency.error(exc, request.user, key or "") from None
         state = accepted.state or None
         if accepted.duplicate:
-            record = records.get_task(accepted.id)
+            record = read_side.get_task(accepted.id)
             state = record["state"] if record else None
         url = reverse("dtq-api:task-detail", args=[accepted.id], request=request)
         result = {
@@ -149,7 +149,7 @@ class TaskDetailView(DtqView):
     )
     def get(self, request: Request, task_id: str) -> Response:
         """Show a task: arguments, state, attempt, result, errors and attempt history."""
-        record = records.get_task(task_id)
+        record = read_side.get_task(task_id)
         if record is None:
             raise NotFound(f"no task {task_id} (never created, or past retention)")
         return render(responses.TaskDetail, responses.task_detail(record))

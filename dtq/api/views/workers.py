@@ -10,7 +10,7 @@ from dtq.api import responses
 from dtq.api.base import DtqView, document, render
 from dtq.api.errors import NotFound
 from dtq.api.responses import error_responses
-from dtq.engine.records.worker_page import WORKER_ID, worker_detail
+from dtq.engine.read_side.worker_page import WORKER_ID, worker_detail
 
 WORKER_ID_PARAMETER = OpenApiParameter(
     "worker_id", str, OpenApiParameter.PATH, pattern=f"^{WORKER_ID.pattern}$"

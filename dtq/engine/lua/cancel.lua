@@ -14,7 +14,7 @@
 -- workflow count included: wf_note runs only on the first send's path).
 local reason, token = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
 wf_args(ARG0 + 3)
-local tk, ik = tkey(1, 1), tkey(1, 3)
+local tk, ik = tkey(1, T_RECORD), tkey(1, T_IDEM)
 local r = redis.call('HMGET', tk, 'id', 'state', 'band', 'delivery', 'attempt', 'queue',
   'cancel_token', 'name', 'lim', 'lh', 'lw')
 local id, state = r[1], r[2]

@@ -2,8 +2,8 @@
 -- KEYS: lib layout with one block per queue the worker serves and one task block per entry.
 -- ARGV after the header: 1 worker id, 2 lease (ms),
 --   then 3 fields per entry, in task-block order: queue index, band, entry id
--- Reply: the gateway's CLAIMED fields per claimed task (reply_claimed: the fields of
---   executor.Attempt marked "claim", in their order). Expired, absorbed
+-- Reply: the gateway's CLAIMED fields per claimed task (reply_claimed, positional: the fields
+--   of executor.Attempt marked "claim", in their order). Expired, absorbed
 --   and cancel-requested entries are acknowledged here and not returned; entries of a paused
 --   queue are replaced by a fresh delivery and not returned.
 -- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
@@ -21,9 +21,7 @@ local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
 local out = {}
 local function hand_out(id, eid, qi, band, r, attempt)
   -- Fields submit leaves out when at their default are nil here: reply_claimed sends ''.
-  reply_claimed(out, {id = id, entry = eid, queue_index = qi, band = band, name = r[5],
-    payload = r[6], attempt = attempt, max_attempts = r[8], timeout = r[9],
-    retry = r[10] or '{}', idem = r[11]})
+  reply_claimed(out, id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10] or '{}', r[11])
 end
 local paused = {}
 local function is_paused(qi)
@@ -36,7 +34,7 @@ end
 for ti = 1, NT do
   local base = ARG0 + 2 + (ti - 1) * 3
   local qi, band, eid = tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
     'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'worker', 'enqueued_at',
     'band', 'queue', 'lim', 'lw', 'lp', 'lws')
@@ -84,8 +82,13 @@ for ti = 1, NT do
     local attempt = tonumber(r[7]) + 1
     zset(KEYS[K_RUNNING], id, NOW + lease_ms)
     observe(qi, 'wait', NOW - tonumber(r[14] or NOW))
-    move(tk, id, qi, 'QUEUED', 'RUNNING',
-      {'attempt', attempt, 'worker', worker, 'started_at', NOW, 'lease', NOW + lease_ms})
+    -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
+    -- generic tables.
+    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
+      'lease', NOW + lease_ms, 'state', 'RUNNING', 'updated_at', NOW)
+    zset(qkey(qi, IX.QUEUED), id, false)
+    zset(qkey(qi, IX.RUNNING), id, NOW)
+    count(qi, COUNTER.RUNNING)
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, {worker = worker})
     hand_out(id, eid, qi, band, r, attempt)
   end

@@ -15,7 +15,7 @@ local out = {}
 
 for ti = 1, NT do
   local eid = ARGV[ARG0 + 1 + ti]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local e = redis.call('XRANGE', qkey(1, Q_DLQ), eid, eid)
   if #e == 0 then
     table.insert(out, redis.call('HGET', tk, 'discarded_entry') == eid and 'done' or 'gone')

@@ -29,7 +29,7 @@ for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
-  local tk, rk, ik = tkey(ti, 1), tkey(ti, 2), tkey(ti, 3)
+  local tk, rk, ik = tkey(ti, T_RECORD), tkey(ti, T_RESULT), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
     'history_n', 'history', 'cancel', 'idem', 'worker', 'name', 'lim', 'lh')
   local id = r[1]
@@ -40,58 +40,62 @@ for ti = 1, NT do
   local resent = fenced and id and ((r[2] == 'SUCCEEDED' and r[4] == attempt and
     r[10] == worker) or string.find(r[7] or '', history, 1, true))
   if resent then
-    reply_decided(out, {state = r[2], resent = 1})
+    reply_decided(out, r[2], 1)
   elseif fenced then
     count(qi, 'stale')
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, r[2] or 'GONE', attempt, {entry = eid})
-    reply_decided(out, {state = '', resent = 0})
+    reply_decided(out, '', 0)
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
-    local fields, decided
-    if outcome == 'success' then
-      fields = {'history_n', (tonumber(r[6]) or 0) + 1}
-    else
-      fields = history_fields(r[6], r[7], history)
-    end
-    fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
     zset(KEYS[K_RUNNING], id, false)
     release(tk, id, qi, r[11], r[12], r[13], nil)  -- the attempt's slots pass to waiters
-    if outcome == 'retry' and r[8] == '1' then
-      outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
-    end
+    local fields, decided
     if outcome == 'success' then
-      table.insert(fields, 'delivery')
-      table.insert(fields, '')
-      move(tk, id, qi, 'RUNNING', 'SUCCEEDED', fields)
+      -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
+      -- lease (the attempt holds none now) and no delivery, without its generic tables.
+      redis.call('HSET', tk, 'history_n', (tonumber(r[6]) or 0) + 1, 'lease', '',
+        'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW, 'finished_at', NOW)
+      redis.call('EXPIRE', tk, RETENTION)
+      zset(qkey(qi, IX.RUNNING), id, false)
+      zset(qkey(qi, IX.SUCCEEDED), id, NOW)
+      count(qi, COUNTER.SUCCEEDED)
+      tally(qkey(qi, Q_STATS), 'active', -1)
       decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', r[9])
       wf_note(ti, id, qi, 'SUCCEEDED', data)
-    elseif outcome == 'retry' then
-      local due = NOW + tonumber(delay)
-      for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
-        table.insert(fields, v)
-      end
-      move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
-      decided = 'RETRYING'
-      zset(KEYS[K_SCHEDULE], id, due)
-      emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
-    elseif outcome == 'cancel' then
-      for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
-      move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
-      decided = 'CANCELLED'
-      emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
-      settle_idempotency(tk, ik, 'failed', r[9])
-      wf_note(ti, id, qi, 'CANCELLED', data)
     else
-      redis.call('HSET', tk, unpack(fields))
-      dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
-      decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
-      wf_note(ti, id, qi, decided, data)
+      fields = history_fields(r[6], r[7], history)
+      fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
+      if outcome == 'retry' and r[8] == '1' then
+        outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
+      end
+      if outcome == 'retry' then
+        local due = NOW + tonumber(delay)
+        for _, v in ipairs({'error', data, 'delivery', '', 'run_after', due}) do
+          table.insert(fields, v)
+        end
+        move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
+        decided = 'RETRYING'
+        zset(KEYS[K_SCHEDULE], id, due)
+        emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
+      elseif outcome == 'cancel' then
+        for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
+        move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
+        decided = 'CANCELLED'
+        emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+        settle_idempotency(tk, ik, 'failed', r[9])
+        wf_note(ti, id, qi, 'CANCELLED', data)
+      else
+        redis.call('HSET', tk, unpack(fields))
+        dead_letter(tk, ik, id, qi, 'RUNNING', use_dlq, data)
+        decided = use_dlq == '1' and 'DEAD_LETTERED' or 'FAILED'
+        wf_note(ti, id, qi, decided, data)
+      end
     end
     ack(qi, band, eid)
-    reply_decided(out, {state = decided, resent = 0})
+    reply_decided(out, decided, 0)
   end
 end
 return out

@@ -3,27 +3,27 @@
 -- paragraph that defines a name the script (or an included paragraph) mentions. Keep a
 -- state and the functions that write and flush it in one paragraph.
 --
--- Every script receives the same KEYS layout, built by dtq/engine/layout.py:
---   KEYS[1..7]   shared:  schedule (zset), running (zset id -> lease deadline ms),
+-- Every script receives KEYS in its layout (dtq/engine/layout.py; the full layout unless the
+-- script has its own, which leaves out keys it never uses), built in this order:
+--   shared keys, any of: schedule (zset), running (zset id -> lease deadline ms),
 --                         events (stream), queues (set), paused (set), throughput bucket (hash),
 --                         DLQ index (hash task id -> '<queue> <DLQ entry id>')
---   then one block of QB keys per queue (ARGV[1] blocks):
---                         9 state indexes (zset id -> ms, in STATE_ORDER), stats (hash),
---                         dlq (stream), stream band 0, band 1, band 2, flow control:
---                         limits (hash), held slots (zset), waiting line (zset), rate
---                         meters (zset)
---   then one block of TB keys per task (ARGV[2] blocks):
+--   then one block of QB keys per queue (ARGV[1] blocks), any of:
+--                         9 state indexes (zset id -> ms, IX[state] places them), stats (hash),
+--                         dlq (stream), stream band 0, band 1, band 2 (all three, adjacent),
+--                         flow control: limits (hash), held slots (zset), waiting line (zset),
+--                         rate meters (zset)
+--   then one block of TB keys per task (ARGV[2] blocks), any of:
 --                         task record (hash), result (string), idempotency record (hash)
--- and the same ARGV header:
+-- K_*, Q_*, IX and T_* (generated below) give each key's place; a key the layout leaves out
+-- is nil there, so a script that uses it fails loudly instead of writing another key.
+-- Every script receives the same ARGV header:
 --   ARGV[1] queue blocks  ARGV[2] task blocks  ARGV[3] event stream max length
 --   ARGV[4] retention of terminal records (s)  ARGV[5] result ttl (s)
 --   ARGV[6] idempotency record ttl (s)  ARGV[7] consumer group
 --   ARGV[8 .. 7+nq] queue names, in block order; script arguments follow (see ARG0).
 
-local NSHARED, QB, TB = 7, 18, 3
-local K_SCHEDULE, K_RUNNING, K_EVENTS, K_QUEUES, K_PAUSED, K_TP, K_DLQIX = 1, 2, 3, 4, 5, 6, 7
-local Q_STATS, Q_DLQ, Q_STREAM0, Q_LIMITS, Q_HELD, Q_WAIT, Q_RATE = 10, 11, 12, 15, 16,
-  17, 18
+-- @generated layout (layout.py)
 
 -- @generated constants (protocol.py)
 
@@ -40,6 +40,9 @@ local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] en
 local function qname(qi) return ARGV[7 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
+-- A state's index key place in this script's queue blocks; a state the layout leaves out is an
+-- error, never a silently skipped index write.
+local function index_of(state) return IX[state] or error('no ' .. state .. ' index in this layout') end
 
 -- Lifecycle events are JSON objects built by concatenation (cheaper than cjson.encode of a
 -- table), gathered during the call and written by flush_events (which scripts.py appends to
@@ -165,8 +168,8 @@ end
 -- fields: more record fields to set in the same HSET (name, value, ...; the list is reused),
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
-  if old and STATE_ORDER[old] then zset(qkey(qi, STATE_ORDER[old]), id, false) end
-  zset(qkey(qi, STATE_ORDER[new]), id, NOW)
+  if old and STATE_ORDER[old] then zset(qkey(qi, index_of(old)), id, false) end
+  zset(qkey(qi, index_of(new)), id, NOW)
   local set = fields or {}
   local n = #set
   set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
@@ -530,14 +533,53 @@ local function wkey(wi, offset) return KEYS[NSHARED + NQ * QB + NT * TB + (wi - 
 -- whose need reaches 0 joins the ready set once; workflows.advance submits it (by its fixed
 -- task id, so a second submit is absorbed by submit.lua). The one change after a first final
 -- state: a failed member that succeeds after all (a DLQ replay) resumes what it held back.
+-- Members a stop cancelled (workflows.advance marks them x:m before cancelling) are counted
+-- in 'halted' when they end CANCELLED; once every other failure succeeded after all, they
+-- are released again (wf_rerun), so a stopped group or chord resumes too.
 local WF_FINAL = {SUCCEEDED = true, FAILED = true, DEAD_LETTERED = true, CANCELLED = true,
   EXPIRED = true}
+local ID_ALPHABET = '0123456789abcdefghjkmnpqrstvwxyz'  -- dtq/engine/ids.py's
+-- A new task id for a member run again: NOW's 10 characters, then the old id's shard and
+-- random part (ids.py's layout), so it is unique and in the same hash slot.
+local function wf_new_id(old)
+  local head, n = {}, NOW
+  for i = 10, 1, -1 do
+    local d = n % 32
+    head[i] = ID_ALPHABET:sub(d + 1, d + 1)
+    n = (n - d) / 32
+  end
+  return table.concat(head) .. old:sub(11)
+end
+-- Release again, under new task ids, the members a stop cancelled (s:m CANCELLED with x:m
+-- set): they count as not done, their old tasks' notes no longer match t:m. Return how many.
+-- Scans the members once: it runs only when a stopped workflow resumes.
+local function wf_rerun(wi, wk, total)
+  local rerun = 0
+  for first = 0, total - 1, 500 do
+    local last = math.min(first + 499, total - 1)
+    local names = {}
+    for m = first, last do
+      names[#names + 1], names[#names + 2], names[#names + 3] = 'x:' .. m, 's:' .. m, 't:' .. m
+    end
+    local v = redis.call('HMGET', wk, unpack(names))
+    for m = first, last do
+      local b = 3 * (m - first)
+      if v[b + 1] == '1' and v[b + 2] == 'CANCELLED' then
+        redis.call('HDEL', wk, 'x:' .. m, 's:' .. m, 'e:' .. m, 'q:' .. m)
+        redis.call('HSET', wk, 't:' .. m, wf_new_id(v[b + 3]))
+        redis.call('SADD', wkey(wi, 2), m)  -- its inputs were all in: it had been submitted
+        rerun = rerun + 1
+      end
+    end
+  end
+  return rerun
+end
 local function wf_note(ti, id, qi, state, data)
   local wi = wf_of[ti]
   if not wi or wi == 0 or not WF_FINAL[state] then return end
   local wk, wid, m = wkey(wi, 1), wf_ids[wi], wf_m[ti]
   local r = redis.call('HMGET', wk, 's:' .. m, 'policy', 'state', 'd:' .. m, 'total', 'done',
-    'bad', 't:' .. m)
+    'bad', 't:' .. m, 'x:' .. m, 'halted')
   if r[8] ~= id then return end  -- not this member of this workflow, or the workflow expired
   local prev, policy, wstate = r[1], r[2], r[3]
   if prev == state or prev == 'SUCCEEDED' then return end
@@ -552,9 +594,17 @@ local function wf_note(ti, id, qi, state, data)
     done = redis.call('HINCRBY', wk, 'done', 1)
     if not ok then bad = redis.call('HINCRBY', wk, 'bad', 1) end
     release = ok or policy == 'continue'
+    if state == 'CANCELLED' and r[9] == '1' then redis.call('HINCRBY', wk, 'halted', 1) end
   else
     bad = redis.call('HINCRBY', wk, 'bad', -1)
     release = policy ~= 'continue'  -- under 'stop' its dependents waited for this success
+    local halted = tonumber(r[10]) or 0
+    if release and halted > 0 and bad == halted then  -- the last real failure is fixed
+      local rerun = wf_rerun(wi, wk, tonumber(r[5]))
+      done = redis.call('HINCRBY', wk, 'done', -rerun)
+      bad = redis.call('HINCRBY', wk, 'bad', -rerun)
+      redis.call('HSET', wk, 'halted', 0)
+    end
   end
   if release and r[4] and r[4] ~= '' then
     for w in string.gmatch(r[4], '[^,]+') do

@@ -9,7 +9,7 @@
 -- The fence is the attempt, not the RUNNING state: the last value a handler reported is
 -- written also when the attempt finished in between (the reporter's trailing write).
 local attempt, progress = ARGV[ARG0 + 1], ARGV[ARG0 + 2]
-local tk = tkey(1, 1)
+local tk = tkey(1, T_RECORD)
 local r = redis.call('HMGET', tk, 'id', 'state', 'attempt', 'progress')
 if not r[1] or r[3] ~= attempt or r[2] == 'QUEUED' or r[2] == 'PENDING' then return 0 end
 if r[4] == progress then return 2 end

@@ -11,7 +11,7 @@ local promoted, expired, dropped = 0, 0, 0
 
 for ti = 1, NT do
   local qi, id = tonumber(ARGV[ARG0 + 2 * ti - 1]), ARGV[ARG0 + 2 * ti]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'state', 'band', 'attempt', 'expires_at')
   local state = r[1]
   if not state then

@@ -39,7 +39,7 @@ end
 for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 4
   local source, id, band, eid = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'queue', 'delivery', 'band', 'attempt')
   local mine = r[1] and r[3] == qname(1)
   if source ~= 'entry' then
@@ -48,7 +48,7 @@ for ti = 1, NT do
     else
       -- Claimed or finished since it was read, or its record is gone: drop the index member
       -- (a no-op when move() already did) so the caller's next page moves on.
-      redis.call('ZREM', qkey(1, STATE_ORDER[source]), id)
+      redis.call('ZREM', qkey(1, index_of(source)), id)
       skipped = skipped + 1
     end
   elseif mine and r[4] == eid and r[2] == 'QUEUED' then

@@ -36,8 +36,7 @@ for band = 0, 2 do
         for i = 1, #f, 2 do
           if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
         end
-        reply_entry(entries, {queue_index = qi, band = band, entry = e[1], task_id = task_id,
-          idem = idem})
+        reply_entry(entries, qi, band, e[1], task_id, idem)
         want = want - 1
       end
     end

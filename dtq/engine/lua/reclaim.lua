@@ -13,7 +13,7 @@ wf_args(ARG0 + 2 + 2 * NT)
 
 for ti = 1, NT do
   local qi, id = tonumber(ARGV[ARG0 + 2 * ti]), ARGV[ARG0 + 2 * ti + 1]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'state', 'lease')
   if r[1] ~= 'RUNNING' then
     redis.call('ZREM', KEYS[K_RUNNING], id)  -- index entry left behind; nothing to reclaim

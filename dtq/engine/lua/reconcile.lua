@@ -14,7 +14,7 @@ local redelivered, reclaimed, absorbed, left = 0, 0, 0, 0
 for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 3
   local qi, band, eid = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'lease', 'attempt', 'band',
     'queue', 'lw')
   local id, state = r[1], r[2]

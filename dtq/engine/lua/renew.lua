@@ -9,7 +9,7 @@ local out = {}
 for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 3
   local id, eid, attempt = ARGV[b + 1], ARGV[b + 2], ARGV[b + 3]
-  local tk = tkey(ti, 1)
+  local tk = tkey(ti, T_RECORD)
   local r = redis.call('HMGET', tk, 'state', 'delivery', 'attempt', 'cancel')
   if r[1] == 'RUNNING' and r[2] == eid and r[3] == attempt then
     redis.call('HSET', tk, 'lease', NOW + lease_ms)

@@ -45,7 +45,7 @@ local function reuse(tk, ik, id)
   redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker', 'progress',
     'discarded_at')
   redis.call('PERSIST', tk)  -- it had the retention TTL of a terminal record
-  redis.call('ZREM', qkey(src, STATE_ORDER.DEAD_LETTERED), id)
+  redis.call('ZREM', qkey(src, IX.DEAD_LETTERED), id)
   reopen_idempotency(tk, ik, id)
 end
 
@@ -54,12 +54,12 @@ local function rebuild(tk, id, f)
     'band', f.band or 1, 'max_attempts', f.max_attempts or default_max, 'payload', f.payload,
     'created_at', f.created_at or NOW, 'timeout', f.timeout or '', 'retry', f.retry or '{}',
     'idem', '', 'error', f.error or '', 'history', '[]', 'history_n', 0)
-  redis.call('ZREM', qkey(src, STATE_ORDER.DEAD_LETTERED), id)
+  redis.call('ZREM', qkey(src, IX.DEAD_LETTERED), id)
 end
 
 for ti = 1, NT do
   local eid = ARGV[ARG0 + 3 + ti]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local f = entry_fields(eid)
   if not f then
     local replayed = redis.call('HGET', tk, 'replayed_entry') == eid

@@ -35,7 +35,7 @@ end
 local function retry(tk, ik, id, fence, attempts, edit)
   redis.call('HDEL', tk, 'finished_at', 'cancel', 'cancel_reason', 'lease', 'worker', 'progress')
   redis.call('PERSIST', tk)  -- it had the retention TTL of a terminal record
-  redis.call('ZREM', qkey(src, STATE_ORDER.FAILED), id)
+  redis.call('ZREM', qkey(src, IX.FAILED), id)
   reopen_idempotency(tk, ik, id)
   if edit ~= '' then
     local e = cjson.decode(edit)
@@ -56,7 +56,7 @@ end
 for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 2
   local fence, edit = ARGV[b + 1], ARGV[b + 2]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'id', 'state', 'finished_at', 'queue', 'retry_of', 'attempt')
   if not r[1] then
     table.insert(out, 'missing')

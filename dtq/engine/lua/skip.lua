@@ -28,7 +28,7 @@ for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 6
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local reason, entry = ARGV[b + 5], ARGV[b + 6]
-  local tk = tkey(ti, 1)
+  local tk = tkey(ti, T_RECORD)
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'skips', 'name', 'lim',
     'lh')
   local id = r[1]

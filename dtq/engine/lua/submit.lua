@@ -14,15 +14,28 @@
 -- A task id that already has a record is the same call sent again: 'ok', id, current state,
 -- its created at, and nothing is written for it.
 -- Resend: that is the resend case: the same answer, nothing written twice.
--- Many tasks: index writes go out once per key (lib.lua); nothing here reads them back.
-BATCH = NT > 1
+-- Many tasks: index, counter and event writes go out once per key at the end; nothing here
+-- reads them back.
+-- Written with direct commands instead of lib.lua's generic move/count/emit/zset helpers:
+-- submit is the hottest script and their tables and closures are a measurable part of it
+-- (docs/performance.md). It writes exactly what move() and emit() would.
 local out = {}
-local function reply(kind, id, state, created)
-  reply_submitted(out, {kind = kind, id = id, state = state, created = created})
-end
-
 local active = {}  -- queue index -> tasks counted as active, this call's included
-local registered = {}
+local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per field at the end
+local counted_qis = {}
+local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
+local events = {}
+local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
+
+local function add_index(key, score, member)
+  local t = index[key]
+  if not t then
+    t = {}
+    index[key] = t
+    index_keys[#index_keys + 1] = key
+  end
+  t[#t + 1], t[#t + 2] = score, member
+end
 
 -- Accept one task, or return why not (the reply's three fields).
 local function accept(ti, b)
@@ -32,7 +45,7 @@ local function accept(ti, b)
   local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
   local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
   local lim = ARGV[b + 15]
-  local tk, ik = tkey(ti, 1), tkey(ti, 3)
+  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
   -- write). Writing again would add a second stream entry, count the task twice and reset a
@@ -50,41 +63,52 @@ local function accept(ti, b)
     end
   end
 
-  local stats = qkey(qi, Q_STATS)
   if max_depth > 0 then
-    if not active[qi] then active[qi] = tonumber(redis.call('HGET', stats, 'active') or '0') end
+    if not active[qi] then
+      active[qi] = tonumber(redis.call('HGET', qkey(qi, Q_STATS), 'active') or '0')
+    end
     if active[qi] >= max_depth then return 'full', active[qi] end
   end
   if active[qi] then active[qi] = active[qi] + 1 end
 
-  if not registered[qi] then
+  local c = counted[qi]
+  if not c then
     redis.call('SADD', KEYS[K_QUEUES], qname(qi))
-    registered[qi] = true
+    c = {0, 0}
+    counted[qi] = c
+    counted_qis[#counted_qis + 1] = qi
   end
-  tally(stats, 'active')
-  count(qi, 'submitted')
+  c[1] = c[1] + 1
 
   -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
   -- every reader takes a missing field as its default.
   local fields = {'id', id, 'name', name, 'queue', qname(qi), 'priority', priority,
     'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
     'created_at', NOW, 'retry', retry, 'history_n', 0, 'run_after', NOW + delay}
-  if expires_at ~= '0' then fields[#fields + 1], fields[#fields + 2] = 'expires_at', expires_at end
-  if timeout ~= '' then fields[#fields + 1], fields[#fields + 2] = 'timeout', timeout end
-  if idem ~= '' then fields[#fields + 1], fields[#fields + 2] = 'idem', idem end
-  if lim ~= '' then fields[#fields + 1], fields[#fields + 2] = 'lim', lim end
-  local state = 'PENDING'
+  local k = #fields
+  if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
+  if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
+  if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
+  if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
+  local state
   if delay > 0 then
-    zset(KEYS[K_SCHEDULE], id, NOW + delay)
-    fields[#fields + 1], fields[#fields + 2] = 'delivery', ''
+    state = 'PENDING'
+    add_index(KEYS[K_SCHEDULE], NOW + delay, id)
+    add_index(qkey(qi, IX_PENDING), NOW, id)
+    fields[k + 1], fields[k + 2] = 'delivery', ''
+    k = k + 2
   else
     state = 'QUEUED'
-    local k = #fields
+    c[2] = c[2] + 1
+    add_index(qkey(qi, IX_QUEUED), NOW, id)
     fields[k + 1], fields[k + 2] = 'delivery', add_entry(id, qi, band, 1, idem)
     fields[k + 3], fields[k + 4] = 'enqueued_at', NOW
+    k = k + 4
   end
-  move(tk, id, qi, nil, state, fields)
-  emit('TASK_SUBMITTED', id, qi, state, 0, {name = name})
+  fields[k + 1], fields[k + 2], fields[k + 3], fields[k + 4] = 'state', state, 'updated_at', NOW
+  redis.call('HSET', tk, unpack(fields))
+  events[#events + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. '","queue":"' .. qname(qi) ..
+    '","state":"' .. state .. '","attempt":0,"ts":' .. NOW .. ',"name":' .. cjson.encode(name) .. '}'
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
@@ -93,5 +117,34 @@ local function accept(ti, b)
   return 'ok', id, state, NOW
 end
 
-for ti = 1, NT do reply(accept(ti, ARG0 + (ti - 1) * 15)) end
+for ti = 1, NT do
+  local kind, rid, state, created = accept(ti, ARG0 + (ti - 1) * 15)
+  reply_submitted(out, kind, rid, state, created)
+end
+
+for _, key in ipairs(index_keys) do
+  local t = index[key]
+  for i = 1, #t, 400 do  -- 200 members per command (unpack has a stack limit)
+    redis.call('ZADD', key, unpack(t, i, math.min(i + 399, #t)))
+  end
+end
+if #events == 1 then
+  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', events[1])
+elseif #events > 1 then
+  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e',
+    '[' .. table.concat(events, ',') .. ']')
+end
+-- The counters move() would count: active, submitted, queued (QUEUED only), in the queue's
+-- stats and the per-minute throughput bucket ((re)armed for two hours when a field is new).
+for _, qi in ipairs(counted_qis) do
+  local c, stats, q = counted[qi], qkey(qi, Q_STATS), qname(qi)
+  redis.call('HINCRBY', stats, 'active', c[1])
+  redis.call('HINCRBY', stats, 'submitted', c[1])
+  local fresh = redis.call('HINCRBY', KEYS[K_TP], q .. ':submitted', c[1]) == c[1]
+  if c[2] > 0 then
+    redis.call('HINCRBY', stats, 'queued', c[2])
+    fresh = redis.call('HINCRBY', KEYS[K_TP], q .. ':queued', c[2]) == c[2] or fresh
+  end
+  if fresh then redis.call('EXPIRE', KEYS[K_TP], 7200) end
+end
 return out

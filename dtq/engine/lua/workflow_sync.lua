@@ -18,7 +18,7 @@ wf_args(ARG0 + 3 + 3 * NT)
 for ti = 1, NT do
   local b = ARG0 + 2 + 3 * (ti - 1)
   local qi, id, refused = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3]
-  local r = redis.call('HMGET', tkey(ti, 1), 'id', 'state', 'error')
+  local r = redis.call('HMGET', tkey(ti, T_RECORD), 'id', 'state', 'error')
   if not r[1] and refused ~= '' then
     wf_note(ti, id, qi, 'FAILED', refused)  -- its arguments were refused (too large...)
   elseif not r[1] then
@@ -26,7 +26,7 @@ for ti = 1, NT do
       message = 'the task record is gone (purged or past retention)'}))
   elseif TERMINAL[r[2]] then
     local data = r[3]
-    if r[2] == 'SUCCEEDED' then data = redis.call('GET', tkey(ti, 2)) end
+    if r[2] == 'SUCCEEDED' then data = redis.call('GET', tkey(ti, T_RESULT)) end
     wf_note(ti, r[1], qi, r[2], data)
   end
 end

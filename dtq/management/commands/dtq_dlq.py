@@ -7,7 +7,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.dlq import BulkResult, DlqFilter, matching_batches
 from dtq.engine.errors import DtqError
 from dtq.management.commands._common import positive_int, queue_name
@@ -59,7 +59,7 @@ class Command(BaseCommand):
 
     def _list(self, options: dict[str, Any]) -> None:
         try:
-            page = records.dlq_entries(options["queue"], options["limit"], options["before"])
+            page = read_side.dlq_entries(options["queue"], options["limit"], options["before"])
         except ValueError as exc:
             raise CommandError(str(exc)) from None
         for e in page["entries"]:
@@ -75,7 +75,7 @@ class Command(BaseCommand):
         self.stdout.write(f"{shown} of {page['total']} entr(ies){more}")
 
     def _show(self, options: dict[str, Any]) -> None:
-        detail = records.dlq_detail(options["task_id"], options["queue"])
+        detail = read_side.dlq_detail(options["task_id"], options["queue"])
         if detail is None:
             raise CommandError(f"task {options['task_id']} is not in a dead-letter queue")
         if options["json"]:
@@ -141,7 +141,7 @@ class Command(BaseCommand):
         )
 
     def _purge(self, options: dict[str, Any]) -> None:
-        total = records.dlq_entries(options["queue"], limit=1)["total"]
+        total = read_side.dlq_entries(options["queue"], limit=1)["total"]
         self.stdout.write(f"dead-letter queue {options['queue']}: {total} entr(ies)")
         if total:
             confirm(f"Discard all {total}?", options["yes"])

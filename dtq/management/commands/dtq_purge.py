@@ -6,7 +6,7 @@ from typing import Any
 
 from django.core.management.base import BaseCommand, CommandParser
 
-from dtq.engine import ops, records
+from dtq.engine import ops, read_side
 from dtq.engine.dlq import BulkResult
 from dtq.engine.purge import PurgeResult
 from dtq.management.commands._ops import actor, add_queue, add_reason, confirm, engine_errors
@@ -55,7 +55,7 @@ class Command(BaseCommand):
 
     def _purge_dlq(self, options: dict[str, Any]) -> None:
         queue = options["queue"]
-        total = records.dlq_entries(queue, limit=1)["total"]
+        total = read_side.dlq_entries(queue, limit=1)["total"]
         self.stdout.write(f"dead-letter queue {queue}: {total} entr(ies) would be discarded")
         if options["dry_run"]:
             return

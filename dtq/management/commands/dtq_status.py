@@ -9,7 +9,7 @@ from typing import Any
 from django.core.management.base import BaseCommand, CommandError, CommandParser
 from redis.exceptions import RedisError
 
-from dtq.engine import records
+from dtq.engine import read_side
 from dtq.engine.connection import describe, mask_url, redis_url
 from dtq.engine.errors import ReadBudgetExceeded
 from dtq.management.commands._common import queue_name
@@ -50,7 +50,7 @@ class Command(BaseCommand):
 
     def handle(self, *args: Any, **options: Any) -> None:
         try:
-            with records.read_budget():
+            with read_side.read_budget():
                 status = collect(options["queues"], options["after"])
         except ReadBudgetExceeded as exc:
             raise CommandError(str(exc)) from None
@@ -65,9 +65,9 @@ class Command(BaseCommand):
 
 def collect(queues: list[str] | None = None, after: str | None = None) -> dict[str, Any]:
     """Return everything dtq_status shows, as JSON-ready data (queues: one budgeted page)."""
-    workers = records.workers()
-    processes = {role: records.processes(role) for role in records.ROLES}
-    page = records.overview_page(queues, after=after)
+    workers = read_side.workers()
+    processes = {role: read_side.processes(role) for role in read_side.ROLES}
+    page = read_side.overview_page(queues, after=after)
     return {
         "queues": page["queues"],
         "queues_total": page["total"],

@@ -6,8 +6,8 @@ import time
 from typing import Any
 
 from dtq.engine.connection import get_client
-from dtq.engine.records.budget import execute
-from dtq.engine.records.queues import THROUGHPUT_COUNTERS, THROUGHPUT_MINUTES, Histogram, _keys
+from dtq.engine.read_side.budget import execute
+from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, THROUGHPUT_MINUTES, Histogram, _keys
 
 
 def quantile(hist: Histogram, q: float) -> float | None:

@@ -7,8 +7,8 @@ from typing import Any, TypedDict
 from dtq.engine import cursors, ids
 from dtq.engine.connection import get_client
 from dtq.engine.keys import check_queue_name
-from dtq.engine.records.queues import MAX_PAGE, _keys
-from dtq.engine.records.tasks import _json_or_raw, get_task, keys_for
+from dtq.engine.read_side.queues import MAX_PAGE, _keys
+from dtq.engine.read_side.tasks import _json_or_raw, get_task, keys_for
 
 # ----- dead-letter queues ----------------------------------------------------------------
 

@@ -6,8 +6,8 @@ sends to the request's read budget (budget.py) and sizes its pages to fit, so no
 costs more than DTQ['READ_BUDGET'] commands. The names below are the whole surface.
 """
 
-from dtq.engine.records.budget import *  # noqa: F403
-from dtq.engine.records.dlq import *  # noqa: F403
-from dtq.engine.records.queues import *  # noqa: F403
-from dtq.engine.records.search import *  # noqa: F403
-from dtq.engine.records.tasks import *  # noqa: F403
+from dtq.engine.read_side.budget import *  # noqa: F403
+from dtq.engine.read_side.dlq import *  # noqa: F403
+from dtq.engine.read_side.queues import *  # noqa: F403
+from dtq.engine.read_side.search import *  # noqa: F403
+from dtq.engine.read_side.tasks import *  # noqa: F403

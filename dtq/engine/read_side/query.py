@@ -28,8 +28,8 @@ from typing import Any
 
 from dtq.engine import codec
 from dtq.engine.keys import check_queue_name
-from dtq.engine.records.queues import queue_names
-from dtq.engine.records.search import search_tasks
+from dtq.engine.read_side.queues import queue_names
+from dtq.engine.read_side.search import search_tasks
 from dtq.engine.state import TaskState
 
 Record = dict[str, Any]
@@ -316,7 +316,7 @@ def run(
     *,
     queues: list[str] | None = None,
 ) -> dict[str, Any]:
-    """Return one page of tasks matching the query (records.search_tasks, plus `queues_total`).
+    """Return one page of tasks matching the query (read_side.search_tasks, plus `queues_total`).
 
     The query's queues are read, else `queues`, else every known queue; a queue named both
     ways must be in both.

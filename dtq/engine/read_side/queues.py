@@ -13,8 +13,8 @@ from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.limits import Rate
-from dtq.engine.records.budget import current, execute
-from dtq.engine.records.tasks import _json_or_raw
+from dtq.engine.read_side.budget import current, execute
+from dtq.engine.read_side.tasks import _json_or_raw
 from dtq.engine.state import TaskState
 
 # ----- queues ----------------------------------------------------------------------------
@@ -392,8 +392,8 @@ def list_tasks(
     indexed are left out, and a page holds no more records than the read budget pays for,
     so a page can be shorter than `limit` and still have a next page.
     """
-    # Imported here: records.search imports records.dlq, which imports this module.
-    from dtq.engine.records.search import search_tasks
+    # Imported here: read_side.search imports read_side.dlq, which imports this module.
+    from dtq.engine.read_side.search import search_tasks
 
     check_queue_name(queue)
     page = search_tasks([queue], state, limit, cursor)

@@ -9,9 +9,9 @@ from typing import Any
 from dtq.conf import dtq_settings
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
-from dtq.engine.records.budget import current, execute
-from dtq.engine.records.query import Query, run
-from dtq.engine.records.queues import WorkerInfo, _worker
+from dtq.engine.read_side.budget import current, execute
+from dtq.engine.read_side.query import Query, run
+from dtq.engine.read_side.queues import WorkerInfo, _worker
 from dtq.engine.state import TERMINAL_STATES
 
 WORKER_ID = re.compile(r"[\w.:@+-]{1,200}", re.ASCII)

@@ -1,7 +1,7 @@
 """The read budget: how many Redis commands one request's reads may send in total.
 
 A surface (an API request, an admin page, a dtq_status run) opens one budget with
-read_budget(); every read in records/ charges the commands it is about to send and sizes its
+read_budget(); every read in read_side/ charges the commands it is about to send and sizes its
 pages to what is left, so a request's cost is bounded by DTQ['READ_BUDGET'] whatever its
 parameters and however many queues, tasks or DLQ entries there are. A read outside any open
 budget gets a fresh one of its own.

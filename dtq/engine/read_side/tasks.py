@@ -9,7 +9,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import codec, ids
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
-from dtq.engine.records.budget import execute
+from dtq.engine.read_side.budget import execute
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
 MS_FIELDS = (

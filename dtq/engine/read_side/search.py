@@ -19,9 +19,9 @@ from dtq.engine.connection import get_client
 from dtq.engine.errors import ReadBudgetExceeded
 from dtq.engine.keys import Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
-from dtq.engine.records.budget import Budget, current, execute
-from dtq.engine.records.dlq import DlqEntry, check_entry_id, decode_dlq_entry
-from dtq.engine.records.tasks import decode_record, keys_for
+from dtq.engine.read_side.budget import Budget, current, execute
+from dtq.engine.read_side.dlq import DlqEntry, check_entry_id, decode_dlq_entry
+from dtq.engine.read_side.tasks import decode_record, keys_for
 from dtq.engine.state import TaskState
 
 MAX_PAGE = 1000

@@ -1,0 +1,122 @@
+"""The worker's heartbeat: renews leases, passes cancel requests on, keeps the worker registered."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import time
+from collections.abc import Callable
+from typing import Any
+
+from redis.exceptions import RedisError
+
+from dtq.conf import dtq_settings
+from dtq.engine import clock, gateway, registry
+from dtq.engine.direct import AsyncCaller
+from dtq.engine.executor import Attempt, start_by
+from dtq.engine.keys import Keys
+from dtq.engine.refusals import WriteRefusals
+from dtq.engine.runner import Runner
+
+log = logging.getLogger("dtq.worker")
+
+
+class Heartbeat:
+    """Owns lease renewals and this worker's entry in the worker registry."""
+
+    def __init__(
+        self,
+        client: Any,
+        keys: Keys,
+        queues: list[str],
+        worker_id: str,
+        runner: Runner,
+        describe: Callable[[float], dict[str, Any]],
+        refusals: WriteRefusals,
+    ) -> None:
+        self._client = client
+        self._keys = keys
+        self._queues = queues
+        self._worker_id = worker_id
+        self._runner = runner  # whose held attempts are renewed
+        self._describe = describe  # what the read side shows about this worker, at a time
+        self._refusals = refusals
+        # The heartbeat owns its script connection: the fetch and flush loops run meanwhile.
+        self._caller = AsyncCaller(client)
+
+    async def loop(self) -> None:
+        """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
+        interval = dtq_settings.HEARTBEAT_INTERVAL
+        while True:
+            try:
+                await self.beat()
+                # The one judge of "writes accepted again": under OOM Redis still runs a script
+                # whose first write adds no memory (finalize.lua), which says nothing of others.
+                self._refusals.accepted()
+            except RedisError as exc:
+                self._refusals.report(exc, "sending the heartbeat", interval)
+            await asyncio.sleep(interval)
+
+    async def beat(self) -> None:
+        """Renew the leases of held attempts and publish this worker's liveness."""
+        held = list(self._runner.held.values())
+        now = time.time()
+        lease = dtq_settings.lease_timeout
+        if held:
+            sent = clock.now()
+            statuses = await gateway.renew(self._caller, self._keys, held, int(lease * 1000))
+            self._apply_renewals(held, statuses, start_by(sent, lease))
+        pipe = self._client.pipeline(transaction=False)
+        pipe.zadd(self._keys.workers, {self._worker_id: now})
+        pipe.hset(self._keys.worker(self._worker_id), mapping=self._describe(now))
+        pipe.expire(self._keys.worker(self._worker_id), dtq_settings.RETENTION)
+        await pipe.execute()
+
+    async def deregister(self) -> None:
+        """Leave the worker registry, unless entries are still pending under our name."""
+        try:
+            holding = await gateway.forget_consumer_async(
+                self._caller, self._keys, self._queues, self._worker_id
+            )
+            if holding:
+                return  # entries still pending under our name: the reaper settles them
+            pipe = self._client.pipeline(transaction=False)
+            pipe.zrem(self._keys.workers, self._worker_id)
+            pipe.delete(self._keys.worker(self._worker_id))
+            await pipe.execute()
+        except RedisError as exc:
+            log.warning("could not deregister worker_id=%s: %s", self._worker_id, exc)
+
+    async def aclose(self) -> None:
+        """Give back the heartbeat's script connection."""
+        await self._caller.aclose()
+
+    def _apply_renewals(self, held: list[Attempt], statuses: list[int], until: float) -> None:
+        """Extend or mark lost each attempt's lease; pass cancel requests on to the handlers."""
+        for att, status in zip(held, statuses, strict=True):
+            if att.done:
+                continue  # handler finished: its finalize (and the fence) decide from here
+            if status and clock.now() < att.lease_until:
+                # Only a lease that never lapsed by our clock is extended: once past its
+                # deadline an attempt never starts, even if a late renewal still finds it ours.
+                att.lease_until = until
+            if status == 0 and not att.lost:
+                att.lost = True
+                log.warning("task_id=%s attempt=%s: lease lost to the reaper", att.id, att.attempt)
+                # Tell a handler that began, so it can stop early (its outcome is fenced out
+                # anyway); one that did not is refused by the start check.
+                _tell_handler(att, interrupt=att.began)
+            elif status == 2 and not att.cancel.is_set():
+                _tell_handler(att, interrupt=True)
+
+
+def _tell_handler(att: Attempt, interrupt: bool) -> None:
+    """Raise the cancel flag of an attempt; interrupt it too if its handler is async."""
+    att.cancel.set()
+    if interrupt and att.handle is not None and _is_async(att):
+        att.handle.cancel()
+
+
+def _is_async(att: Attempt) -> bool:
+    task = registry.get(att.name)
+    return bool(task is not None and task.is_async)
