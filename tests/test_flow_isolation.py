@@ -54,7 +54,7 @@ def claim_and_finalize(queue: str, n: int) -> None:
         claimed = claim_by_hand(queue, BATCH, worker="measured")
         assert claimed, f"only {done} of {n} tasks could be claimed on {queue}"
         refs = [layout.TaskRef(c["id"], queue, c["idem"]) for c in claimed]
-        k, argv = layout.build(keys(), [queue], refs)
+        k, argv = layout.build(keys(), [queue], refs, layout=layout.of("finalize"))
         args: list[Any] = []
         for c in claimed:
             history = codec.dumps({"attempt": c["attempt"], "outcome": "success"})
