@@ -45,7 +45,6 @@ from dtq.djtasks import (
 from dtq.engine import ids, read_side, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME
-from dtq.engine.limits import TaskLimits
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
     MAX_NAME_LENGTH,
@@ -92,19 +91,8 @@ def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -
     return replace(sub, limits=limits) if limits else sub
 
 
-def _task_limits(task: Task) -> TaskLimits | None:
-    """Return a django task's flow-control limits (None: it has none)."""
-    return TaskLimits.declared(
-        task.module_path,
-        rate_limit=getattr(task, "rate_limit", None),
-        rate_burst=getattr(task, "rate_burst", None),
-        max_concurrency=getattr(task, "max_concurrency", None),
-        concurrency_key=getattr(task, "concurrency_key", None),
-    )
-
-
 def _limits_field(task: Task, args: Any, kwargs: Any) -> str:
-    limits = _task_limits(task)
+    limits = TaskOptions.of(task).limits()
     if limits is None:
         return ""
     call_args = (None, *args) if task.takes_context else tuple(args)
@@ -118,7 +106,6 @@ def _check_options(task: Task) -> None:
     """Raise InvalidTask when a task's options are out of range (dtq.options' messages)."""
     try:
         TaskOptions.of(task)
-        _task_limits(task)
     except InvalidTaskError as exc:  # InvalidOption is one
         raise InvalidTask(str(exc)) from None
     database = getattr(task, "database", None)

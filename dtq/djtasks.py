@@ -57,8 +57,7 @@ STATUS_OF = {
 }
 # What DtqTask.using() takes beyond django's own; what @task(...) takes beyond django's own.
 USING_OPTIONS = (TASK_OPTIONS - {"queue_name", "priority", "run_after"}) | {"database"}
-LIMIT_OPTIONS = frozenset({"rate_limit", "rate_burst", "max_concurrency", "concurrency_key"})
-DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"} | LIMIT_OPTIONS
+DECORATOR_OPTIONS = USING_OPTIONS | {"retry_on"}
 
 
 # ----- tasks, results, context --------------------------------------------------------------
@@ -69,11 +68,6 @@ class DtqTask(Task, DeliveryOptions):
     """A django.tasks Task with dtq's delivery options (None: the DTQ settings' default)."""
 
     database: str | None = None  # alias whose commit enqueue_on_commit waits for
-    # Flow control (docs/flow-control.md), checked by the backend's validate_task.
-    rate_limit: str | None = None
-    rate_burst: int | None = None
-    max_concurrency: int | None = None
-    concurrency_key: str | None = None
 
     def __new__(cls, *args: Any, **kwargs: Any) -> DtqTask:
         # @task(**options) (Django 6.1, the 5.2 backport) passes every option here: name the

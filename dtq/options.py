@@ -19,6 +19,7 @@ from django.utils import timezone
 from dtq.conf import dtq_settings
 from dtq.engine.errors import InvalidTaskError, SubmitError
 from dtq.engine.keys import check_queue_name
+from dtq.engine.limits import TaskLimits, check_concurrency, parse_rate
 
 IDEMPOTENCY_KEY = re.compile(r"^[A-Za-z0-9_.:@/+=-]{1,200}$")
 MIN_PRIORITY, MAX_PRIORITY = -100, 100
@@ -159,6 +160,40 @@ def check_idempotency_key(value: Any) -> str | None:
     return value
 
 
+def check_limits(
+    rate_limit: Any = None,
+    rate_burst: Any = None,
+    max_concurrency: Any = None,
+    concurrency_key: Any = None,
+) -> TaskLimits | None:
+    """Return the flow-control limits of these options (None: none), or raise InvalidOption."""
+    try:
+        rate = None if rate_limit is None else parse_rate(rate_limit)
+    except ValueError as exc:
+        raise InvalidOption("rate_limit", f"rate_limit: {exc}") from None
+    if rate_burst is not None:
+        if rate is None:
+            raise InvalidOption("rate_burst", f"rate_burst needs rate_limit, got {rate_burst!r}")
+        try:
+            rate = parse_rate(rate_limit, rate_burst)
+        except ValueError as exc:
+            raise InvalidOption("rate_burst", f"rate_burst: {exc}") from None
+    try:
+        conc = None if max_concurrency is None else check_concurrency(max_concurrency)
+    except ValueError as exc:
+        raise InvalidOption("max_concurrency", str(exc)) from None
+    if concurrency_key is not None:
+        if not isinstance(concurrency_key, str) or not concurrency_key.isidentifier():
+            message = f"concurrency_key must name an argument, got {concurrency_key!r}"
+            raise InvalidOption("concurrency_key", message)
+        if rate is None and conc is None:
+            message = f"concurrency_key {concurrency_key!r} needs max_concurrency or rate_limit"
+            raise InvalidOption("concurrency_key", message)
+    if rate is None and conc is None:
+        return None
+    return TaskLimits(conc, rate, concurrency_key)
+
+
 @dataclass(frozen=True, kw_only=True)
 class DeliveryOptions:
     """dtq's options beyond django.tasks' own, shared by dtq.Task and DtqTask (None: DTQ's)."""
@@ -171,6 +206,11 @@ class DeliveryOptions:
     timeout: float | None = None
     ttl: float | None = None
     idempotency_key: str | None = None
+    # Flow control (docs/flow-control.md), enforced fleet-wide by the claim.
+    rate_limit: str | None = None
+    rate_burst: int | None = None
+    max_concurrency: int | None = None
+    concurrency_key: str | None = None
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -191,6 +231,13 @@ class TaskOptions(DeliveryOptions):
         check_jitter(self.retry_jitter)
         check_retry_on(self.retry_on)
         check_idempotency_key(self.idempotency_key)
+        self.limits()
+
+    def limits(self) -> TaskLimits | None:
+        """Return the flow-control limits these options declare (None: none)."""
+        return check_limits(
+            self.rate_limit, self.rate_burst, self.max_concurrency, self.concurrency_key
+        )
 
     @classmethod
     def of(cls, task: Any, **changes: Any) -> TaskOptions:

@@ -84,11 +84,6 @@ class Task(DeliveryOptions):
     # only its own through the API), and the highest priority an API submitter may ask for.
     queues: tuple[str, ...] | None = None
     max_priority: int | None = None
-    # Flow control (docs/flow-control.md): enforced fleet-wide by the claim.
-    rate_limit: str | None = None
-    rate_burst: int | None = None
-    max_concurrency: int | None = None
-    concurrency_key: str | None = None
     # The checked options every submission starts from (made again by using()).
     options: TaskOptions = field(init=False, repr=False, compare=False)
 
@@ -105,18 +100,11 @@ class Task(DeliveryOptions):
                 )
         if self.takes_context and not _accepts_positional(self.func):
             raise InvalidTaskError(f"{self.name}: takes_context=True needs a first parameter")
-        self.limits  # noqa: B018  # checks the flow-control options now, at definition time
 
     @property
     def limits(self) -> TaskLimits | None:
         """Return the task's flow-control limits (None: it has none)."""
-        return TaskLimits.declared(
-            self.name,
-            rate_limit=self.rate_limit,
-            rate_burst=self.rate_burst,
-            max_concurrency=self.max_concurrency,
-            concurrency_key=self.concurrency_key,
-        )
+        return self.options.limits()  # checked already when the options were made
 
     @property
     def is_async(self) -> bool:

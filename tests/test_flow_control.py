@@ -60,13 +60,13 @@ def most_in_one_second(times: list[float]) -> int:
 
 
 def test_rate_limit_holds_in_every_one_second_window(dtq_env: Any) -> None:
-    # 10 s of work at 20/s (the issue asks for 20 s; 10 s keeps the suite short, same check).
-    n = 200
+    # 20 s of work at 20/s, as the issue asks; bounded by the wait below.
+    n = 400
     tasks.rated.using().enqueue_many([((), {}) for _ in range(n)])
     dtq_env.worker("--concurrency", "8", "--with-scheduler")  # it promotes refused tasks
     for _ in range(2):
         dtq_env.worker("--concurrency", "8")
-    wait_for(lambda: len(dtq_env.witnessed("rated")) >= n, timeout=40)
+    wait_for(lambda: len(dtq_env.witnessed("rated")) >= n, timeout=60)
     # The limit is enforced where an attempt starts: the claim, by Redis' clock.
     claims = [e["ts"] / 1000 for e in dtq_env.events("TASK_STARTED")]
     assert len(claims) == n
@@ -152,7 +152,7 @@ def test_bad_limits_are_refused_with_a_clear_error() -> None:
         ({"rate_limit": "0/s"}, "count must be in"),
         ({"max_concurrency": -1}, "max_concurrency must be an int in 1.."),
         ({"max_concurrency": 1, "concurrency_key": "no such"}, "must name an argument"),
-        ({"concurrency_key": "x"}, "need max_concurrency or rate_limit"),
+        ({"concurrency_key": "x"}, "needs max_concurrency or rate_limit"),
     ]
     for options, message in cases:
         with pytest.raises(InvalidTaskError, match=message):

@@ -47,6 +47,15 @@ BAD = [
     ("idempotency_key", "has space"),
     ("idempotency_key", "k" * 201),
     ("retry_on", (int,)),
+    ("rate_limit", "10/x"),
+    ("rate_limit", "0/s"),
+    ("rate_limit", 10),
+    ("rate_burst", 5),  # a burst needs a rate
+    ("max_concurrency", 0),
+    ("max_concurrency", True),
+    ("max_concurrency", 100_001),
+    ("concurrency_key", "no such"),
+    ("concurrency_key", "customer"),  # a key needs a limit to partition
 ]
 
 
@@ -92,6 +101,22 @@ def test_the_django_tasks_backend_gives_the_same_message(option: str, value: Any
         with pytest.raises(InvalidTask) as caught:
             dj.add.using(**{option: value})
     assert str(caught.value) == expected
+
+
+def test_a_bad_burst_with_a_rate_names_the_burst() -> None:
+    with pytest.raises(InvalidOption) as caught:
+        TaskOptions(rate_limit="10/s", rate_burst=0)
+    assert caught.value.option == "rate_burst"
+    assert str(caught.value) == "rate_burst: burst must be an int in 1..1000000, got 0"
+
+
+def test_using_changes_the_limits_on_both_task_kinds() -> None:
+    limited = tasks.record.using(rate_limit="5/s", rate_burst=2, max_concurrency=3)
+    limits = limited.limits
+    assert limits is not None and limits.max_concurrency == 3
+    assert str(limits.rate) == "5/s (burst 2)"
+    assert tasks.record.limits is None  # using() made a copy
+    assert dj.add.using(max_concurrency=2).max_concurrency == 2
 
 
 def test_a_bad_value_is_refused_before_anything_is_written(dtq_env: Any) -> None:

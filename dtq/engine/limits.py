@@ -75,38 +75,6 @@ class TaskLimits:
     rate: Rate | None = None
     concurrency_key: str | None = None
 
-    @classmethod
-    def declared(
-        cls,
-        where: str,
-        *,
-        rate_limit: object = None,
-        rate_burst: object = None,
-        max_concurrency: object = None,
-        concurrency_key: object = None,
-    ) -> TaskLimits | None:
-        """Check a decorator's limit options; raise InvalidTaskError naming what is wrong."""
-        if rate_limit is None and max_concurrency is None:
-            if concurrency_key is not None or rate_burst is not None:
-                raise InvalidTaskError(
-                    f"{where}: concurrency_key and rate_burst need max_concurrency or rate_limit"
-                )
-            return None
-        try:
-            rate = None if rate_limit is None else parse_rate(rate_limit, rate_burst)
-            if rate is None and rate_burst is not None:
-                raise ValueError("rate_burst needs rate_limit")
-            conc = None if max_concurrency is None else check_concurrency(max_concurrency)
-        except ValueError as exc:
-            raise InvalidTaskError(f"{where}: {exc}") from None
-        if concurrency_key is not None and (
-            not isinstance(concurrency_key, str) or not concurrency_key.isidentifier()
-        ):
-            raise InvalidTaskError(
-                f"{where}: concurrency_key must name an argument, got {concurrency_key!r}"
-            )
-        return cls(conc, rate, concurrency_key)
-
     def encoded(
         self,
         func: Callable[..., Any] | None,
