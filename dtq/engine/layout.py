@@ -23,19 +23,16 @@ class TaskRef:
     idem: str = ""
 
 
+STREAMS = ("stream0", "stream1", "stream2")  # one per priority band
+# Flow control (lib.lua): limits (hash), held slots, waiting line, rate meters (zsets).
+LIMIT_KEYS = ("limits", "held", "wait", "rate")
 SHARED = ("schedule", "running", "events", "queues", "paused", "throughput", "dlq_index")
 QUEUE = (
     *(str(state) for state in STATE_ORDER),
     "stats",
     "dlq",
-    "stream0",
-    "stream1",
-    "stream2",
-    # Flow control (lib.lua): limits (hash), held slots, waiting line, rate meters (zsets).
-    "limits",
-    "held",
-    "wait",
-    "rate",
+    *STREAMS,
+    *LIMIT_KEYS,
 )
 TASK = ("record", "result", "idem")
 # The Lua constant that names each key's position (lib.lua reads KEYS through these).
@@ -105,10 +102,10 @@ FULL = Layout()
 LAYOUTS = {
     "submit": Layout(
         shared=("schedule", "events", "queues", "throughput"),
-        queue=("PENDING", "QUEUED", "stats", "stream0", "stream1", "stream2"),
+        queue=("PENDING", "QUEUED", "stats", *STREAMS),
         task=("record", "idem"),
     ),
-    "read": Layout(shared=("paused",), queue=("stream0", "stream1", "stream2"), task=()),
+    "read": Layout(shared=("paused",), queue=STREAMS, task=()),
     # claim's flow control (lib.lua's admit) parks a task over a rate as PENDING on the
     # schedule and reads and writes all four limit keys.
     "claim": Layout(
@@ -120,13 +117,8 @@ LAYOUTS = {
             "CANCELLED",
             "EXPIRED",
             "stats",
-            "stream0",
-            "stream1",
-            "stream2",
-            "limits",
-            "held",
-            "wait",
-            "rate",
+            *STREAMS,
+            *LIMIT_KEYS,
         ),
         task=("record", "idem"),
     ),
@@ -141,15 +133,10 @@ LAYOUTS = {
             "CANCELLED",
             "stats",
             "dlq",
-            "stream0",
-            "stream1",
-            "stream2",
+            *STREAMS,
             # release() frees the attempt's slots and wakes waiters; the rate meters come
             # with the flow-control paragraph of lib.lua that finalize includes.
-            "limits",
-            "held",
-            "wait",
-            "rate",
+            *LIMIT_KEYS,
         ),
     ),
 }
