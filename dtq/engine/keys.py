@@ -44,6 +44,11 @@ class Keys:
     def _k(self, rest: str) -> str:
         return f"{self.prefix}:{{{self.shard}}}:{rest}"
 
+    @property
+    def tag(self) -> str:
+        """The start every key of this shard shares (it names the shard's hash slot)."""
+        return self._k("")
+
     def stream(self, queue: str, band: int) -> str:
         return self._k(f"q:{queue}:{band}")
 
