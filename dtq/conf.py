@@ -152,10 +152,13 @@ def _depths(value: Any) -> dict[str, int]:
     return dict(value)
 
 
-def _one_shard(value: Any) -> int:
-    if value != 1 or isinstance(value, bool):
-        raise BadValue("1 in this version")
-    return 1
+MAX_SHARDS = 1024  # a task id carries its shard in 10 bits (dtq.engine.ids)
+
+
+def _shard_count(value: Any) -> int:
+    if not isinstance(value, int) or isinstance(value, bool) or not 1 <= value <= MAX_SHARDS:
+        raise BadValue(f"a whole number from 1 to {MAX_SHARDS}")
+    return value
 
 
 def _addresses(value: Any) -> tuple[tuple[str, int], ...] | None:
@@ -210,7 +213,7 @@ class Settings:
         ),
     )
     SHARDS: int = setting(
-        1, Rule(_one_shard, 5, "Keys and ids carry a shard, but workers read one shard only.")
+        1, Rule(_shard_count, 5, "1 on one server; on a Redis Cluster up to a few per primary.")
     )
     # REDIS_URL names any node of a Redis Cluster (docs/scaling.md)
     REDIS_CLUSTER: bool = setting(

@@ -28,7 +28,7 @@ def test_unknown_key_is_an_error(settings):
         ({"VISIBILITY_TIMEOUT": "30"}, "dtq.E002"),
         ({"REDIS_URL": "localhost:6379"}, "dtq.E003"),
         ({"KEY_PREFIX": "a:b"}, "dtq.E004"),
-        ({"SHARDS": 4}, "dtq.E005"),
+        ({"SHARDS": 0}, "dtq.E005"),
         ({"TASK_MODULES": "myapp.jobs"}, "dtq.E006"),
         ({"DEFAULT_QUEUE": "has space"}, "dtq.E007"),
         ({"BLOCK_TIMEOUT": 20, "SOCKET_TIMEOUT": 10}, "dtq.E008"),

@@ -40,7 +40,7 @@ WRONG = [
     ("API_IDEMPOTENCY_SCOPE", "everyone", "'user' or 'queue'"),
     ("API_SUBMIT_THROTTLE", 100, "None or a rate"),
     ("METRICS_TOKEN", "short", "None or a string of at least 16 characters"),
-    ("SHARDS", 2, "1 in this version"),
+    ("SHARDS", 2000, "a whole number from 1 to 1024"),
     ("KEY_PREFIX", "a:b", "a key prefix"),
 ]
 
