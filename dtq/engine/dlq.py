@@ -7,7 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout, read_side
+from dtq.engine import gateway, ids, layout, read_side, shards
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 from dtq.engine.read_side import DlqEntry
@@ -127,9 +127,10 @@ def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[st
     return gateway.discard(get_client(), _keys(), queue, _refs(queue, entries), reason, entry_ids)
 
 
-def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
-    """Remove a queue's DLQ entries older than cutoff_ms (and their index entries); count them."""
-    client, keys = get_client(), _keys()
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH, *, shard: int = 0) -> int:
+    """Remove a queue's DLQ entries older than cutoff_ms in one shard (and their index entries)."""
+    keys = Keys(dtq_settings.KEY_PREFIX, shard)
+    client = shards.client(shard)
     removed = 0
     while True:  # ends: no entry older than the cutoff is ever added
         count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)
