@@ -85,3 +85,14 @@ def test_an_idle_worker_wakes_for_a_task_on_any_shard(sharded: Env) -> None:
         assert ids.shard_of(result.id) == shard
         wait_for(lambda r=result: finished([r]), timeout=5)
         assert result.state == dtq.TaskState.SUCCEEDED
+
+
+def test_tasks_sharing_a_limit_share_a_shard(sharded: Env) -> None:
+    # A task's own limits live in one shard, so all its tasks go there: the limit holds
+    # fleet-wide. With a concurrency key, each key's line is one shard; the lines spread.
+    assert len({ids.shard_of(tasks.pair_limited.enqueue(0).id) for _ in range(20)}) == 1
+    for customer in ("acme", "globex", "initech"):
+        placed = {ids.shard_of(tasks.per_customer.enqueue(customer, n, 0).id) for n in range(10)}
+        assert len(placed) == 1
+    lines = {ids.shard_of(tasks.per_customer.enqueue(f"c{n}", 0, 0).id) for n in range(30)}
+    assert lines == set(range(SHARDS))

@@ -11,7 +11,7 @@ from tests.testapp import tasks
 
 
 def _stream_len(dtq_env) -> int:
-    return int(dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1"))
+    return dtq_env.total(lambda client, keys: client.xlen(keys.stream("tests", 1)))
 
 
 def _refreshed(result):

@@ -148,8 +148,15 @@ def _task_id(sub: Submission) -> tuple[str, int]:
     """Return the submission's task id (chosen now unless given) and its shard."""
     if sub.task_id is not None:
         return sub.task_id, ids.shard_of(sub.task_id)
-    shard = shards.for_new_task(sub.queue, sub.idempotency_key)
+    shard = shards.for_new_task(sub.queue, sub.idempotency_key, _limit_group(sub))
     return ids.new_id(shard), shard
+
+
+def _limit_group(sub: Submission) -> str | None:
+    """Name the flow-control line a task's own limits put it in: its name and key value."""
+    if not sub.limits:
+        return None
+    return f"{sub.name}\0{sub.limits.rsplit('|', 1)[-1]}"  # 'lim' ends with the key value
 
 
 def with_task_id(sub: Submission) -> Submission:
