@@ -127,6 +127,7 @@ def test_delayed_task_runs_after_its_time(dtq_env):
     assert result.record["started_at"] >= result.record["run_after"]
 
 
+@pytest.mark.one_shard  # strict priority holds per shard
 def test_strict_priority_between_bands(dtq_env):
     for i in range(10):
         tasks.priority_probe.using(priority=-50).enqueue(f"low{i}")
