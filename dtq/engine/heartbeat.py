@@ -65,17 +65,24 @@ class Heartbeat:
         held = list(self._runner.held.values())
         now = time.time()
         lease = dtq_settings.lease_timeout
+        failed: RedisError | None = None
         if held:
             sent = clock.now()
             for shard, attempts in self._by_shard(held).items():
                 keys, caller = self._callers[shard]
-                statuses = await gateway.renew(caller, keys, attempts, int(lease * 1000))
+                try:
+                    statuses = await gateway.renew(caller, keys, attempts, int(lease * 1000))
+                except RedisError as exc:  # the other shards' leases are renewed all the same
+                    failed = failed or exc
+                    continue
                 self._apply_renewals(attempts, statuses, start_by(sent, lease))
         pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self._keys.workers, {self._worker_id: now})
         pipe.hset(self._keys.worker(self._worker_id), mapping=self._describe(now))
         pipe.expire(self._keys.worker(self._worker_id), dtq_settings.RETENTION)
         await pipe.execute()
+        if failed is not None:
+            raise failed
 
     async def deregister(self) -> None:
         """Leave the worker registry, unless entries are still pending under our name."""

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -12,6 +13,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import clock, gateway, workflows
 from dtq.engine.direct import AsyncCaller, pack
 from dtq.engine.executor import Attempt, start_by
+from dtq.engine.finalizer import MAX_BACKOFF
 from dtq.engine.keys import BANDS, GROUP, Keys
 
 
@@ -39,11 +41,29 @@ class Reader:
         # brought more than the free capacity. They sit in our pending list, where no read
         # finds them again, so they are claimed from here first when capacity allows.
         self.unclaimed: list[gateway.Entry] = []
+        # After an error the worker skips this shard for a backoff and serves the others
+        # (a cluster primary failing over must not stop the rest).
+        self._rest = 0.0
+        self._rest_until = 0.0
 
     @property
     def shard(self) -> int:
         """The shard this reader reads."""
         return self._keys.shard
+
+    def rest(self) -> float:
+        """Skip this shard for a backoff after an error (doubling); return how long."""
+        self._rest = min(max(self._rest * 2, 0.05), MAX_BACKOFF)
+        self._rest_until = time.monotonic() + self._rest
+        return self._rest
+
+    def resting(self) -> bool:
+        """Return True while this shard's backoff after an error lasts."""
+        return self._rest_until > time.monotonic()
+
+    def recovered(self) -> None:
+        """Forget the backoff: this shard answered."""
+        self._rest = 0.0
 
     async def read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
         """Read up to capacity entries in priority order; also return the streams to watch."""

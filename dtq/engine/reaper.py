@@ -61,8 +61,13 @@ class Reaper(Periodic):
         restart expired leases and silent workers say nothing about who is alive: give live
         workers the time to reconnect and renew (the dead-worker test also waits two leases).
         """
+        # Every primary holding a shard (one on one server): any of them may have restarted.
+        primaries = {id(c): c for c in (shards.client(n) for n in shards.numbers())}
         try:
-            uptime = int(self.client.info("server").get("uptime_in_seconds", 0))
+            uptime = min(
+                int(client.info("server").get("uptime_in_seconds", 0))
+                for client in primaries.values()
+            )
         except ResponseError:  # INFO disabled (some managed services): no restart detection
             return False
         return uptime < 2 * dtq_settings.lease_timeout

@@ -11,8 +11,9 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Awaitable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
@@ -26,6 +27,7 @@ from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
 
 log = logging.getLogger("dtq.worker")
+T = TypeVar("T")
 
 
 class Worker:
@@ -226,11 +228,13 @@ class Worker:
             self._changed.clear()
             await self._changed.wait()
             return
-        backlog = [reader for reader in self.readers if reader.unclaimed]
+        backlog = [r for r in self.readers if r.unclaimed and not r.resting()]
         if backlog:
             for reader in backlog:
                 if (capacity := self._capacity()) > 0:
-                    self._start_all(await reader.claim_unclaimed(capacity))
+                    self._start_all(
+                        await self._on_shard(reader, reader.claim_unclaimed(capacity)) or []
+                    )
             return
         read_any, watches = await self._read_every_shard()
         if read_any:
@@ -240,8 +244,8 @@ class Worker:
         elif self.burst and not self.runner.held and self._outbox_empty():
             self.stop()
         else:
-            # Burst mode with tasks still running, or every queue paused: wait for a slot to
-            # free, a stop, or the timeout.
+            # Burst mode with tasks still running, every queue paused, or every shard resting
+            # after an error: wait for a slot to free, a stop, or the timeout.
             await self._sleep_or_poke(dtq_settings.BLOCK_TIMEOUT)
 
     def _capacity(self) -> int:
@@ -250,6 +254,23 @@ class Worker:
         if self.max_tasks:
             capacity = min(capacity, self.max_tasks - self.runner.claimed)
         return capacity
+
+    async def _on_shard(self, reader: Reader, work: Awaitable[T]) -> T | None:
+        """Await one shard's read or claim; None when it failed and other shards go on.
+
+        With one shard an error goes to the fetch loop's backoff, as always. With several, the
+        failing shard alone rests for a backoff (a cluster primary failing over must not stop
+        the others).
+        """
+        try:
+            result = await work
+        except RedisError as exc:
+            if len(self.readers) == 1:
+                raise
+            self.refusals.report(exc, f"reading shard {reader.shard}", reader.rest())
+            return None
+        reader.recovered()
+        return result
 
     async def _read_every_shard(self) -> tuple[bool, list[tuple[Reader, list[str]]]]:
         """Read and claim shard by shard while capacity lasts, from the next shard in turn.
@@ -264,12 +285,17 @@ class Worker:
             capacity = self._capacity()
             if capacity <= 0:
                 break
-            entries, watch = await reader.read(capacity)
+            if (
+                reader.resting()
+                or (got := await self._on_shard(reader, reader.read(capacity))) is None
+            ):
+                continue
+            entries, watch = got
             if entries:
                 read_any = True
                 if failpoints.ACTIVE:
                     failpoints.hit("worker.after_read")
-                self._start_all(await reader.claim(entries))
+                self._start_all(await self._on_shard(reader, reader.claim(entries)) or [])
             elif watch:
                 watches.append((reader, watch))
         return read_any, watches
@@ -281,40 +307,32 @@ class Worker:
         return what Redis already handed them (entries in our pending list, never dropped).
         """
         capacity = self._capacity()
+        arrived: dict[Reader, list[gateway.Entry] | None]
         if len(watches) == 1:
             reader, watch = watches[0]
-            arrived = {reader: await reader.wait_for_new(watch, capacity)}
+            arrived = {reader: await self._on_shard(reader, reader.wait_for_new(watch, capacity))}
         else:
             arrived = await self._wait_on_all(watches, capacity)
         if failpoints.ACTIVE and any(arrived.values()):
             failpoints.hit("worker.after_read")
         for reader, entries in arrived.items():
-            reader.keep(entries)
+            reader.keep(entries or [])
 
-    @staticmethod
     async def _wait_on_all(
-        watches: list[tuple[Reader, list[str]]], capacity: int
-    ) -> dict[Reader, list[gateway.Entry]]:
+        self, watches: list[tuple[Reader, list[str]]], capacity: int
+    ) -> dict[Reader, list[gateway.Entry] | None]:
+        """Block on several shards; the first to return wakes the rest. None: that one failed."""
         waits = {
-            asyncio.create_task(reader.wait_for_new(watch, capacity)): reader
+            reader: asyncio.create_task(
+                self._on_shard(reader, reader.wait_for_new(watch, capacity))
+            )
             for reader, watch in watches
         }
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
-        for reader in waits.values():
+        await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
+        for reader in waits:
             reader.wake()
-        await asyncio.wait(waits)
-        arrived: dict[Reader, list[gateway.Entry]] = {}
-        failed: BaseException | None = None
-        for task, reader in waits.items():
-            if task.exception() is None:
-                arrived[reader] = task.result()
-            else:
-                failed = failed or task.exception()
-        if failed is not None:
-            for reader, entries in arrived.items():
-                reader.keep(entries)  # kept before the error ends this fetch
-            raise failed
-        return arrived
+        await asyncio.wait(waits.values())
+        return {reader: task.result() for reader, task in waits.items()}
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         self._changed.clear()
