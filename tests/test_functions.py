@@ -9,13 +9,15 @@ from collections.abc import Callable
 
 import pytest
 
+import dtq
 from dtq.embedded import RedisServer
-from dtq.engine import gateway
+from dtq.engine import gateway, ops
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.scripts import NAMES, STANDALONE, _per_call, library, script
 from tests.conftest import Env
-from tests.test_write_refusals import BINARIES, start_server  # noqa: F401
+from tests.ops_support import ACTOR
+from tests.test_write_refusals import BINARIES, OutOfMemory, start_server  # noqa: F401
 from tests.testapp import tasks
 
 SEVEN = pytest.mark.skipif(not BINARIES["system"], reason="no system redis-server (7.0)")
@@ -79,6 +81,23 @@ def test_a_deleted_or_flushed_library_is_loaded_again_and_the_call_resent(
     assert calls(dtq_env)["evalsha"] == 0
 
 
+@SEVEN
+@pytest.mark.django_db(transaction=True)  # the purge is audited
+def test_an_operator_still_frees_memory_under_oom_and_enqueue_is_refused(
+    dtq_env: Env, start_server: Callable[..., RedisServer]
+) -> None:
+    refusal = OutOfMemory(start_server(BINARIES["system"]))
+    for i in range(3):
+        tasks.record.enqueue(i)
+    refusal.begin()
+    try:
+        with pytest.raises(dtq.WritesRefused):
+            tasks.record.enqueue("refused")
+        assert ops.purge_queue("tests", actor=ACTOR, reason="out of memory").purged == 3
+    finally:
+        refusal.end()
+
+
 def test_per_call_state_is_set_at_every_call_and_constants_once() -> None:
     prelude, sets = _per_call(
         "local A, B = tonumber(ARGV[1]), 2\nlocal NOW = A * 1000\nlocal events = {}\n"
@@ -101,4 +120,4 @@ def test_the_library_names_every_function_after_its_own_hash() -> None:
     for name in (*NAMES, *STANDALONE):
         function = lib.functions[script(name).sha]
         assert function == f"{lib.name}_{name}"
-        assert f"redis.register_function('{function}'," in lib.text
+        assert f"redis.register_function{{function_name = '{function}'," in lib.text

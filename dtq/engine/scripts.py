@@ -59,6 +59,10 @@ DECLARED = re.compile(r"\b(?:local|for)\s+[\w, ]+?\s*=")
 # Names on the left of an assignment (may also match a table field: at worst a constant is
 # then set again on each call, never per-call state built once).
 ASSIGNED = re.compile(r"(?:^|(?<=[\s;(]))((?:\w+[ \t]*,[ \t]*)*\w+)[ \t]*=(?!=)", re.M)
+# Function flags (none: writes allowed, refused whole under OOM). The scripts an operator frees
+# memory with run under OOM, as they did as EVALSHA scripts, whose first write (a delete) let
+# the rest through: allow-oom.
+FLAGS = {"purge": "allow-oom", "discard": "allow-oom", "dlq_trim": "allow-oom"}
 LIBRARY = "dtq_LIBRARY"  # the library's name in its text until the text's hash names it
 
 
@@ -183,6 +187,7 @@ def _per_call(prelude: str, body: str) -> tuple[str, str]:
 def _function_block(name: str, function: str) -> str:
     """Return one script as a `do` block of the library that registers its function."""
     body = (resources.files("dtq.engine") / "lua" / f"{name}.lua").read_text()
+    flags = f"'{FLAGS[name]}'" if name in FLAGS else ""
     if name in STANDALONE:
         prelude, sets, flushes = "", "", ""
     else:
@@ -193,9 +198,9 @@ def _function_block(name: str, function: str) -> str:
         f"do\nlocal KEYS, ARGV\n{prelude}\n"
         f"local function begin_call(keys, args)\nKEYS, ARGV = keys, args\n{sets}\nend\n"
         f"local function script_body()\n{body}\nend\n"
-        f"redis.register_function('{function}', function(keys, args)\n"
-        f"  begin_call(keys, args)\n  local reply = script_body()\n{flushes}  return reply\nend)\n"
-        "end\n"
+        f"redis.register_function{{function_name = '{function}', callback = function(keys, args)\n"
+        f"  begin_call(keys, args)\n  local reply = script_body()\n{flushes}  return reply\n"
+        f"end, flags = {{{flags}}}}}\nend\n"
     )
 
 
