@@ -4,7 +4,6 @@ EVALSHA scripts on the embedded 6.2; a missing library is loaded again and the c
 from __future__ import annotations
 
 import asyncio
-import shutil
 from collections.abc import Callable
 
 import pytest
@@ -47,7 +46,9 @@ def read_with_the_worker_s_caller(env: Env) -> int:
 
 @pytest.mark.parametrize("binary", [b for b, path in BINARIES.items() if path])
 def test_scripts_are_functions_on_redis_7_and_evalsha_on_6_2(
-    dtq_env: Env, start_server: Callable[..., RedisServer], binary: str
+    dtq_env: Env,
+    start_server: Callable[..., RedisServer],  # noqa: F811
+    binary: str,
 ) -> None:
     start_server(BINARIES[binary])
     seven = int(dtq_env.client.info("server")["redis_version"].split(".")[0]) >= 7
@@ -66,7 +67,8 @@ def test_scripts_are_functions_on_redis_7_and_evalsha_on_6_2(
 
 @SEVEN
 def test_a_deleted_or_flushed_library_is_loaded_again_and_the_call_resent(
-    dtq_env: Env, start_server: Callable[..., RedisServer]
+    dtq_env: Env,
+    start_server: Callable[..., RedisServer],  # noqa: F811
 ) -> None:
     start_server(BINARIES["system"])
     tasks.record.enqueue(1)
@@ -84,7 +86,8 @@ def test_a_deleted_or_flushed_library_is_loaded_again_and_the_call_resent(
 @SEVEN
 @pytest.mark.django_db(transaction=True)  # the purge is audited
 def test_an_operator_still_frees_memory_under_oom_and_enqueue_is_refused(
-    dtq_env: Env, start_server: Callable[..., RedisServer]
+    dtq_env: Env,
+    start_server: Callable[..., RedisServer],  # noqa: F811
 ) -> None:
     refusal = OutOfMemory(start_server(BINARIES["system"]))
     for i in range(3):

@@ -88,15 +88,16 @@ def _way(conn: Any) -> Library | None:
     way = _ways.get(conn, _UNKNOWN)
     if way is _UNKNOWN:
         way = library()
-        conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
         try:
-            listed = conn.read_response()
-        except ResponseError:  # no Redis Functions (Redis < 7.0, or denied to this user)
-            way = None
-        else:
-            if not listed:
+            conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
+            if not conn.read_response():
                 conn.send_command("FUNCTION", "LOAD", "REPLACE", way.text)
                 conn.read_response()
+        except ResponseError:
+            # No Redis Functions (Redis < 7.0, or denied to this user), or no loading them now
+            # (a replica, which on a Cluster answers the call itself with MOVED; OOM):
+            # EVALSHA until the connection reconnects.
+            way = None
         _ways[conn] = way
     return way  # type: ignore[return-value]
 
@@ -282,15 +283,13 @@ class AsyncCaller:
         way = _ways.get(conn, _UNKNOWN)
         if way is _UNKNOWN:
             way = library()
-            await conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
             try:
-                listed = await conn.read_response()
-            except ResponseError:
-                way = None
-            else:
-                if not listed:
+                await conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
+                if not await conn.read_response():
                     await conn.send_command("FUNCTION", "LOAD", "REPLACE", way.text)
                     await conn.read_response()
+            except ResponseError:
+                way = None
             _ways[conn] = way
         return way  # type: ignore[return-value]
 
