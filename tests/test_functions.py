@@ -80,6 +80,23 @@ def test_a_deleted_or_flushed_library_is_loaded_again_and_the_call_resent(
     dtq_env.client.function_delete(library().name)
     assert read_with_the_worker_s_caller(dtq_env) == 3  # a new connection: loaded on first use
     assert dtq_env.client.function_list(library=library().name)
+
+    async def read_twice_on_one_connection() -> list[int]:
+        client = new_async_client()
+        caller = AsyncCaller(client)
+        got = []
+        try:
+            for i in (5, 6):
+                tasks.record.enqueue(i)
+                entries, _ = await gateway.read(caller, dtq_env.keys, ["tests"], "again", 10)
+                got.append(len(entries))
+                dtq_env.client.function_delete(library().name)
+        finally:
+            await caller.aclose()
+            await client.aclose()
+        return got
+
+    assert asyncio.run(read_twice_on_one_connection()) == [1, 1]
     assert calls(dtq_env)["evalsha"] == 0
 
 
