@@ -89,11 +89,8 @@ def script_names() -> dict[str, str]:
     from dtq.engine import scripts
 
     functions = scripts.library().functions
-    return {
-        key: n
-        for n in scripts.NAMES
-        for key in (scripts.script(n).sha, functions[scripts.script(n).sha])
-    }
+    names = {scripts.script(n).sha: n for n in scripts.NAMES}
+    return {**names, **{functions[sha]: n for sha, n in names.items() if sha in functions}}
 
 
 def per_script(client: redis.Redis, n: int) -> None:

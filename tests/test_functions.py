@@ -1,5 +1,6 @@
-"""Redis Functions: dtq's scripts are FCALLed functions of one library on Redis >= 7.0 and
-EVALSHA scripts on the embedded 6.2; a missing library is loaded again and the call resent."""
+"""Redis Functions: the hot scripts are FCALLed functions of one library on Redis >= 7.0 and
+EVALSHA scripts on the embedded 6.2 (the others always); a missing library is loaded again
+and the call resent."""
 
 from __future__ import annotations
 
@@ -13,7 +14,7 @@ from dtq.embedded import RedisServer
 from dtq.engine import gateway, ops
 from dtq.engine.connection import new_async_client
 from dtq.engine.direct import AsyncCaller
-from dtq.engine.scripts import NAMES, STANDALONE, _per_call, library, script
+from dtq.engine.scripts import FUNCTIONS, _per_call, library, script
 from tests.conftest import Env
 from tests.ops_support import ACTOR
 from tests.test_write_refusals import BINARIES, OutOfMemory, start_server  # noqa: F401
@@ -60,7 +61,7 @@ def test_scripts_are_functions_on_redis_7_and_evalsha_on_6_2(
         assert ran == {"fcall": 3, "evalsha": 0}
         [listed] = dtq_env.client.function_list(library=library().name)
         names = {f[1] for f in listed[listed.index("functions") + 1]}
-        assert names == {f"{library().name}_{n}" for n in (*NAMES, *STANDALONE)}
+        assert names == {f"{library().name}_{n}" for n in FUNCTIONS}
     else:
         assert ran["fcall"] == 0 and ran["evalsha"] >= 3  # 6.2 also counts NOSCRIPT replies
 
@@ -114,6 +115,7 @@ def test_an_operator_still_frees_memory_under_oom_and_enqueue_is_refused(
         with pytest.raises(dtq.WritesRefused):
             tasks.record.enqueue("refused")
         assert ops.purge_queue("tests", actor=ACTOR, reason="out of memory").purged == 3
+        assert calls(dtq_env)["evalsha"] >= 1  # an operator's script: EVALSHA, as before
     finally:
         refusal.end()
 
@@ -137,7 +139,8 @@ def test_per_call_state_is_set_at_every_call_and_constants_once() -> None:
 def test_the_library_names_every_function_after_its_own_hash() -> None:
     lib = library()
     assert lib.name.startswith("dtq_") and lib.text.startswith(f"#!lua name={lib.name}\n")
-    for name in (*NAMES, *STANDALONE):
+    assert len(lib.functions) == len(FUNCTIONS)
+    for name in FUNCTIONS:
         function = lib.functions[script(name).sha]
         assert function == f"{lib.name}_{name}"
-        assert f"redis.register_function{{function_name = '{function}'," in lib.text
+        assert f"redis.register_function('{function}'," in lib.text

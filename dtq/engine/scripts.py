@@ -1,7 +1,7 @@
 """The Lua scripts as text: lib.lua's prelude (with protocol.py's constants) and each body.
 
 A Script is plain data (name, text, SHA); direct.py sends it and reloads it after NOSCRIPT.
-The Library is every script as a function of one Redis Functions library (Redis >= 7.0),
+The Library holds the hot scripts as functions of one Redis Functions library (Redis >= 7.0),
 each with its prelude built once when the library loads instead of on every call.
 """
 
@@ -59,16 +59,16 @@ DECLARED = re.compile(r"\b(?:local|for)\s+[\w, ]+?\s*=")
 # Names on the left of an assignment (may also match a table field: at worst a constant is
 # then set again on each call, never per-call state built once).
 ASSIGNED = re.compile(r"(?:^|(?<=[\s;(]))((?:\w+[ \t]*,[ \t]*)*\w+)[ \t]*=(?!=)", re.M)
-# Function flags (none: writes allowed, refused whole under OOM). The scripts an operator frees
-# memory with run under OOM, as they did as EVALSHA scripts, whose first write (a delete) let
-# the rest through: allow-oom.
-FLAGS = {"purge": "allow-oom", "discard": "allow-oom", "dlq_trim": "allow-oom"}
+# The scripts every task runs: Redis functions where the server has them (the others stay
+# EVALSHA scripts). Measured: with every script in the library the hot calls cost Redis more
+# CPU time than as EVALSHA scripts, with these four alone less (docs/performance.md).
+FUNCTIONS = ("submit", "read", "claim", "finalize")
 LIBRARY = "dtq_LIBRARY"  # the library's name in its text until the text's hash names it
 
 
 @dataclass(frozen=True, slots=True)
 class Library:
-    """Every script as a Redis function: the library's text and name, and each function's name
+    """The FUNCTIONS as Redis functions: the library's text and name, and each function's name
     by the SHA of the script it runs (a script not in the library has none)."""
 
     name: str
@@ -187,30 +187,26 @@ def _per_call(prelude: str, body: str) -> tuple[str, str]:
 def _function_block(name: str, function: str) -> str:
     """Return one script as a `do` block of the library that registers its function."""
     body = (resources.files("dtq.engine") / "lua" / f"{name}.lua").read_text()
-    flags = f"'{FLAGS[name]}'" if name in FLAGS else ""
-    if name in STANDALONE:
-        prelude, sets, flushes = "", "", ""
-    else:
-        lib = _used_lib(lib_text(name), body)
-        prelude, sets = _per_call(lib, body)
-        flushes = "".join(f"  {f}()\n" for f in FLUSHES if f"local function {f}(" in lib)
+    lib = _used_lib(lib_text(name), body)
+    prelude, sets = _per_call(lib, body)
+    flushes = "".join(f"  {f}()\n" for f in FLUSHES if f"local function {f}(" in lib)
+    # No flags: writes allowed, and refused as a whole under OOM or on a replica.
     return (
         f"do\nlocal KEYS, ARGV\n{prelude}\n"
         f"local function begin_call(keys, args)\nKEYS, ARGV = keys, args\n{sets}\nend\n"
         f"local function script_body()\n{body}\nend\n"
-        f"redis.register_function{{function_name = '{function}', callback = function(keys, args)\n"
-        f"  begin_call(keys, args)\n  local reply = script_body()\n{flushes}  return reply\n"
-        f"end, flags = {{{flags}}}}}\nend\n"
+        f"redis.register_function('{function}', function(keys, args)\n"
+        f"  begin_call(keys, args)\n  local reply = script_body()\n{flushes}  return reply\nend)\n"
+        "end\n"
     )
 
 
 @cache
 def library() -> Library:
-    """Return every script as a function of one library, named by its text's hash (two dtq
-    versions on one server keep their own code)."""
-    names = (*NAMES, *STANDALONE)
-    blocks = "\n".join(_function_block(name, f"{LIBRARY}_{name}") for name in names)
+    """Return the FUNCTIONS as one library, named by its text's hash (two dtq versions on one
+    server keep their own code)."""
+    blocks = "\n".join(_function_block(name, f"{LIBRARY}_{name}") for name in FUNCTIONS)
     text = f"#!lua name={LIBRARY}\n-- dtq's scripts (dtq/engine/scripts.py)\n{blocks}"
     name = "dtq_" + hashlib.sha1(text.encode()).hexdigest()[:16]
-    functions = {script(n).sha: f"{name}_{n}" for n in names}
+    functions = {script(n).sha: f"{name}_{n}" for n in FUNCTIONS}
     return Library(name, text.replace(LIBRARY, name), functions)
