@@ -10,11 +10,11 @@ hiredis parsing, timeouts) and one policy for every script, hot or not:
 - NOSCRIPT or "Function not found" (Redis restarted, failed over to a server without dtq's
   code, or its scripts were flushed): load the script (or the library) and resend;
 - an error reply (a refused write: OOM, READONLY, MISCONF; a bad argument): raised at once.
-On Redis >= 7.0 (and Valkey) dtq's scripts are functions of one library (scripts.library()),
+On Redis >= 7.0 (and Valkey) the hot scripts are functions of one library (scripts.library()),
 called with FCALL: their prelude is built once when the library loads, not on every call.
-Elsewhere (the embedded Redis 6.2) they are called with EVALSHA. Which way a connection
-calls is learned on its first call after it connects (FUNCTION LIST, loading the library
-when it is missing), never per call.
+The other scripts, and all of them elsewhere (the embedded Redis 6.2), are called with
+EVALSHA. Which way a connection calls is learned on its first call after it connects
+(FUNCTION LIST, loading the library when it is missing), never per call.
 Only the gateway (gateway.py) calls these.
 """
 
