@@ -20,7 +20,6 @@ from dtq.engine.layout import STATE_ORDER
 from dtq.engine.read_side.budget import Budget, current, execute
 from dtq.engine.read_side.dlq import (
     DlqEntry,
-    check_entry_id,
     decode_dlq_entry,
     entry_cursor,
     parse_entry_cursor,
