@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable
-from typing import Any, TypeVar
+from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import cursors, gateway, ids, layout, limits, read_side, shards, workflows
@@ -96,10 +96,7 @@ def _keys() -> Keys:
     return Keys(dtq_settings.KEY_PREFIX, 0)
 
 
-T = TypeVar("T")
-
-
-def on_every_shard(report: Report, act: Callable[[Any, Keys], T]) -> list[T]:
+def on_every_shard[T](report: Report, act: Callable[[Any, Keys], T]) -> list[T]:
     """Run act(client, keys) on every shard, shard 0 first; return what each answered.
 
     Each call is safe to send again, so an action that failed part way is completed by
