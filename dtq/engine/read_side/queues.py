@@ -230,10 +230,10 @@ def _merge(parts: list[QueueOverview]) -> QueueOverview:
             },
             "limits": {
                 **limits,
-                **{
-                    f: limits[f] + part["limits"][f]  # type: ignore[literal-required]
-                    for f in ("in_use", "waiting", "slots_held", "tasks_waiting")
-                },
+                "in_use": limits["in_use"] + part["limits"]["in_use"],
+                "waiting": limits["waiting"] + part["limits"]["waiting"],
+                "slots_held": limits["slots_held"] + part["limits"]["slots_held"],
+                "tasks_waiting": limits["tasks_waiting"] + part["limits"]["tasks_waiting"],
             },
             "oldest_waiting_age": max(ages) if ages else None,
         }
