@@ -11,13 +11,14 @@ import time
 
 import pytest
 
-from dtq.engine import events, ids, ops, read_side, shards
+from dtq.engine import bulk_jobs, events, ids, ops, read_side, shards
 from dtq.engine.events import EventFeed
 from dtq.engine.read_side import query
 from dtq.engine.read_side.budget import read_budget
 from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
+from tests.conftest import wait_for
 from tests.ops_support import ACTOR, dead_letter_by_hand
 from tests.testapp import tasks
 
@@ -208,6 +209,22 @@ def test_one_replay_and_one_discard_reach_the_tasks_shard(sharded):
     ops.discard(made[1], actor=ACTOR)
     assert read_side.get_task(made[2])["state"] == TaskState.QUEUED
     assert [e["task_id"] for e in read_side.dlq_entries("tests")["entries"]] == [made[0]]
+
+
+@pytest.mark.parametrize("action", ["replay", "discard"])
+def test_a_bulk_job_by_query_acts_on_every_shards_entries(sharded, action):
+    made = dead_everywhere(2)
+    plan = bulk_jobs.plan(action, query="queue:tests state:DEAD_LETTERED")
+    assert plan.count == len(made)
+    bulk_jobs.start(plan.job_id, actor=ACTOR, reason="test")
+
+    def finished() -> dict | None:
+        job = bulk_jobs.progress(plan.job_id)
+        return job if job and job["state"] == "finished" else None
+
+    job = wait_for(finished)
+    assert (job["done"], job["outcome"]) == (len(made), "ok")
+    assert read_side.queue_overview("tests")["dlq"] == 0
 
 
 def test_purging_the_dlq_empties_every_shards_part(sharded):

@@ -157,11 +157,11 @@ def discard_entries(
     return [replies[i] for i in range(len(entries))]
 
 
-def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
-    """Remove every shard's DLQ entries of queue older than cutoff_ms (and their index
-    entries); count them."""
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH, shard: int | None = None) -> int:
+    """Remove a shard's (None: every shard's) DLQ entries of queue older than cutoff_ms, and
+    their index entries; count them."""
     removed = 0
-    for keys in shards.every():
+    for keys in shards.every() if shard is None else [shards.keys(shard)]:
         client = shards.client(keys.shard)
         while True:  # ends: no entry older than the cutoff is ever added
             count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)
