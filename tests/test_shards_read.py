@@ -7,9 +7,13 @@ are put on each shard with ids made for it, and every check looks at every shard
 from __future__ import annotations
 
 import asyncio
+import re
 import time
 
 import pytest
+from django.contrib.auth.models import User
+from django.test import Client
+from django.urls import reverse
 
 from dtq.engine import bulk_jobs, events, ids, ops, read_side, shards
 from dtq.engine.events import EventFeed
@@ -20,6 +24,7 @@ from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, dead_letter_by_hand
+from tests.test_api_support import api  # noqa: F401
 from tests.testapp import tasks
 
 SHARDS = 3
@@ -324,3 +329,38 @@ def test_a_position_of_another_shard_count_starts_from_now(sharded):
 
     batch = asyncio.run(scenario())
     assert batch.events == [] and batch.last_id == events.latest_id()
+
+
+# ----- the surfaces: admin, API, /metrics ---------------------------------------------------
+
+
+def test_the_admin_overview_and_the_dlq_page_show_every_shard(sharded):
+    spread(2)
+    made = dead_everywhere(1)
+    user = User.objects.create(username="root", is_staff=True, is_superuser=True)
+    operator = Client()
+    operator.force_login(user)
+    page = operator.get(reverse("admin:dtq_taskqueue_changelist")).content.decode()
+    row = re.search(r'<tr data-queue="tests">.*?</tr>', page, re.S).group(0)
+    assert re.search(rf'data-field="queued">{2 * SHARDS}<', row)
+    response = operator.get(reverse("admin:dtq_taskqueue_dlq"), {"queue": "tests"})
+    assert response.status_code == 200
+    assert all(task_id in response.content.decode() for task_id in made)
+
+
+def test_the_api_pages_the_dlq_over_every_shard_and_metrics_sum(sharded, api):  # noqa: F811
+    made = dead_everywhere(2)
+    client = api.client("view")
+    seen, cursor = [], None
+    while True:
+        params = {"limit": 2} | ({"cursor": cursor} if cursor else {})
+        page = client.get("/api/dlq/", params).json()
+        seen += [e["task_id"] for e in page["results"]]
+        cursor = page["next_cursor"]
+        if cursor is None:
+            break
+    assert sorted(seen) == sorted(made) and len(seen) == len(made)
+    [queue] = [q for q in client.get("/api/queues/").json()["results"] if q["name"] == "tests"]
+    assert queue["dlq"] == len(made)
+    metrics = client.get("/metrics").content.decode()
+    assert f'dtq_queue_dlq{{queue="tests"}} {len(made)}' in metrics
