@@ -15,13 +15,14 @@ from django.contrib.auth.models import User
 from django.test import Client
 from django.urls import reverse
 
-from dtq.engine import bulk_jobs, events, ids, ops, read_side, shards
+from dtq.engine import bulk_jobs, events, gateway, ids, ops, read_side, shards
 from dtq.engine.events import EventFeed
 from dtq.engine.read_side import query
 from dtq.engine.read_side.budget import read_budget
 from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
+from dtq.models import AuditEntry
 from tests.conftest import wait_for
 from tests.ops_support import ACTOR, dead_letter_by_hand
 from tests.test_api_support import api  # noqa: F401
@@ -257,6 +258,27 @@ def test_a_pause_left_part_way_shows_and_is_completed_by_pausing_again(sharded):
     assert all(sharded.client.sismember(k.paused, "tests") for k in shards.every())
 
 
+def test_a_pause_that_fails_on_a_shard_says_how_far_it_got_and_runs_again(sharded, monkeypatch):
+    spread(1)
+    real = gateway.pause
+
+    def down_on_shard_1(client, keys, *args):
+        if keys.shard == 1:
+            raise ConnectionError("shard 1's primary is down")
+        return real(client, keys, *args)
+
+    monkeypatch.setattr(gateway, "pause", down_on_shard_1)
+    with pytest.raises(ConnectionError):
+        ops.pause_queue("tests", actor=ACTOR)
+    row = AuditEntry.objects.get()
+    assert row.outcome == "error"
+    assert (row.parameters["shards"], row.parameters["shards_done"]) == (SHARDS, 1)
+    assert read_side.queue_overview("tests")["paused"] is True  # the mixed state shows
+    monkeypatch.setattr(gateway, "pause", real)
+    assert ops.pause_queue("tests", actor=ACTOR) is True
+    assert all(sharded.client.sismember(k.paused, "tests") for k in shards.every())
+
+
 def test_queue_limits_are_set_on_every_shard(sharded):
     spread(1)
     limits = ops.set_queue_limits("tests", actor=ACTOR, max_concurrency=2, rate="10/s")
@@ -315,6 +337,42 @@ def test_the_feed_follows_every_shard_and_resumes_from_its_position(sharded):
     assert {ids.shard_of(t) for t in made} == set(range(SHARDS))
     later = spread(1)
     assert asyncio.run(resume(position)) == later
+
+
+def test_a_feed_with_one_client_per_shard_keeps_the_reads_still_waiting(sharded, monkeypatch):
+    # As on a Cluster, where each shard's primary gets its own client and XREAD.
+    monkeypatch.setattr(events, "_groups", lambda count: [[shard] for shard in range(count)])
+
+    async def follow() -> list[str]:
+        feed = EventFeed(poll=0.3)
+        try:
+            await feed.open(None)
+            got: list[str] = []
+            for shard in (2, 0, 1, 2):
+                [task_id] = await asyncio.to_thread(enqueue_on, shard)
+                for _ in range(20):
+                    batch = await feed.next()
+                    got += [e["task"] for e in batch.events if e["type"] == "TASK_SUBMITTED"]
+                    if task_id in got:
+                        break
+            assert len(feed._clients) == SHARDS
+            return got
+        finally:
+            await feed.close()
+
+    got = asyncio.run(follow())
+    assert len(got) == 4 and len(set(got)) == 4
+    assert [ids.shard_of(t) for t in got] == [2, 0, 1, 2]
+
+
+def test_the_queue_list_pages_within_the_read_budget_over_shards(sharded):
+    for queue in ("tests", "other", "third"):
+        enqueue_on(1, queue=queue)
+    with read_budget(120) as budget:
+        page = read_side.overview_page()
+    assert budget.spent <= 120
+    assert [q["name"] for q in page["queues"]] == ["other"]
+    assert page["next_cursor"] == "other" and budget.partial
 
 
 def test_a_position_of_another_shard_count_starts_from_now(sharded):
