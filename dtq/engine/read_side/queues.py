@@ -240,29 +240,34 @@ def _merge(parts: list[QueueOverview]) -> QueueOverview:
     return total
 
 
-def _read_queues(queues: list[str], paused: set[str], now_ms: int) -> list[QueueOverview]:
-    """Read and merge every shard's part of each queue: one pipelined round trip per primary."""
-    every = shards.every()
-    pipe = ShardPipeline()
+def _queue_all(pipe: ShardPipeline, queues: list[str]) -> None:
+    """Queue the commands of every shard's part of each queue."""
     for queue in queues:
-        for keys in every:
+        for keys in shards.every():
             _queue_commands(pipe.on(keys.shard), keys, queue)
-    replies = execute(pipe, raise_on_error=False)
-    n, rows = QUEUE_REPLIES, []
+
+
+def _parse_all(
+    queues: list[str], replies: list[Any], paused: set[str], now_ms: int
+) -> list[QueueOverview]:
+    """Parse what _queue_all() queued: each queue's shards merged into one overview."""
+    n, count = QUEUE_REPLIES, shards.count()
+    rows = []
     for i, queue in enumerate(queues):
-        start = i * len(every) * n
+        start = i * count * n
         parts = [
             _parse_queue(
                 queue, replies[start + j * n : start + (j + 1) * n], queue in paused, now_ms
             )
-            for j in range(len(every))
+            for j in range(count)
         ]
         rows.append(_merge(parts))
     return rows
 
 
-def _clock_and_sets(pipe: ShardPipeline) -> tuple[int, set[str], set[str]]:
-    """Queue TIME (HOME) and every shard's queue and paused sets; return (now, known, paused)."""
+def _clock_and_sets() -> tuple[int, set[str], set[str]]:
+    """Return HOME's clock (ms) and the queues known to, and paused on, any shard."""
+    pipe = ShardPipeline()
     pipe.on(shards.HOME).time()
     for keys in shards.every():
         pipe.on(keys.shard).smembers(keys.queues)
@@ -274,14 +279,21 @@ def _clock_and_sets(pipe: ShardPipeline) -> tuple[int, set[str], set[str]]:
 
 
 def queue_overview(queue: str) -> QueueOverview:
-    """Return one queue's depths, state counts, DLQ size, paused flag and counters (all shards)."""
+    """Return one queue's depths, state counts, DLQ size, paused flag and counters (all shards).
+
+    One pipelined round trip (per primary).
+    """
     check_queue_name(queue)
     pipe = ShardPipeline()
     pipe.on(shards.HOME).time()
     for keys in shards.every():
         pipe.on(keys.shard).sismember(keys.paused, queue)
-    now, *flags = execute(pipe)
-    return _read_queues([queue], {queue} if any(flags) else set(), _now_ms(now))[0]
+    _queue_all(pipe, [queue])
+    replies = execute(pipe, raise_on_error=False)
+    head = 1 + shards.count()
+    _raise_errors(replies[:head])
+    paused = {queue} if any(replies[1:head]) else set()
+    return _parse_all([queue], replies[head:], paused, _now_ms(replies[0]))[0]
 
 
 class QueuePage(TypedDict):
@@ -301,7 +313,7 @@ def overview_page(
     each, per shard): two round trips (per primary) whatever the number of queues.
     """
     budget = current()
-    now, known, paused = _clock_and_sets(ShardPipeline())
+    now, known, paused = _clock_and_sets()
     names = sorted(known) if queues is None else sorted({check_queue_name(q) for q in queues})
     rest = [n for n in names if after is None or n > after]
     fits = budget.left // (QUEUE_REPLIES * shards.count())
@@ -312,7 +324,9 @@ def overview_page(
     next_cursor = chosen[-1] if chosen and size < len(rest) else None
     if not chosen:
         return {"queues": [], "next_cursor": next_cursor, "total": len(names)}
-    rows = _read_queues(chosen, paused, now)
+    pipe = ShardPipeline()
+    _queue_all(pipe, chosen)
+    rows = _parse_all(chosen, execute(pipe, budget, raise_on_error=False), paused, now)
     return {"queues": rows, "next_cursor": next_cursor, "total": len(names)}
 
 
