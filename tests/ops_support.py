@@ -84,10 +84,10 @@ def dead_letter_by_hand(count: int, queue: str = "tests", shard: int = 0) -> lis
     return done
 
 
-def fail_by_hand(count: int, queue: str = "tests") -> list[str]:
+def fail_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
     """Claim and permanently fail `count` queued tasks as with DLQ_ENABLED off (FAILED)."""
     done = []
-    for claimed in claim_by_hand(queue, count):
+    for claimed in claim_by_hand(queue, count, shard=shard):
         assert finalize_by_hand(claimed, "fail", queue=queue, use_dlq=False) == 1
         done.append(claimed["id"])
     return done

@@ -24,7 +24,7 @@ from dtq.engine.state import TaskState
 from dtq.engine.submit import Submission, submit
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
-from tests.ops_support import ACTOR, dead_letter_by_hand
+from tests.ops_support import ACTOR, dead_letter_by_hand, fail_by_hand
 from tests.test_api_support import api  # noqa: F401
 from tests.testapp import tasks
 
@@ -231,6 +231,19 @@ def test_a_bulk_job_by_query_acts_on_every_shards_entries(sharded, action):
     job = wait_for(finished)
     assert (job["done"], job["outcome"]) == (len(made), "ok")
     assert read_side.queue_overview("tests")["dlq"] == 0
+
+
+def test_a_bulk_retry_retries_failed_and_dead_lettered_tasks_of_every_shard(sharded):
+    made = dead_everywhere(1)
+    for shard in range(SHARDS):
+        enqueue_on(shard)
+        made += fail_by_hand(1, shard=shard)
+    plan = bulk_jobs.plan("retry", query="queue:tests state:DEAD_LETTERED,FAILED")
+    assert plan.count == 2 * SHARDS
+    bulk_jobs.start(plan.job_id, actor=ACTOR, reason="test")
+    wait_for(lambda: (bulk_jobs.progress(plan.job_id) or {}).get("state") == "finished")
+    assert bulk_jobs.progress(plan.job_id)["done"] == len(made)
+    assert {read_side.get_task(t)["state"] for t in made} == {TaskState.QUEUED}
 
 
 def test_purging_the_dlq_empties_every_shards_part(sharded):
