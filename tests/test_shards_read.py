@@ -419,6 +419,19 @@ def test_the_admin_overview_and_the_dlq_page_show_every_shard(sharded):
     assert all(task_id in response.content.decode() for task_id in made)
 
 
+def test_the_dashboard_reads_its_chart_once_and_fits_the_budget(sharded):
+    sharded.configure(READ_BUDGET=500)  # the chart is 60 minutes x 3 shards = 180 commands
+    for shard, queue in enumerate(("tests", "other", "third")):
+        enqueue_on(shard, queue=queue)
+    user = User.objects.create(username="root", is_staff=True, is_superuser=True)
+    operator = Client()
+    operator.force_login(user)
+    response = operator.get(reverse("admin:dtq_taskqueue_changelist"))
+    assert response.status_code == 200
+    page = response.content.decode()
+    assert all(f'<tr data-queue="{q}">' in page for q in ("tests", "other", "third"))
+
+
 def test_the_api_pages_the_dlq_over_every_shard_and_metrics_sum(sharded, api):  # noqa: F811
     made = dead_everywhere(2)
     client = api.client("view")

@@ -488,17 +488,39 @@ def list_tasks(
     return {"tasks": page["tasks"], "next_cursor": page["next_cursor"]}
 
 
-def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, int]]:
-    """Return per-minute counters, oldest minute first, for one queue or (None) all queues.
+Minutes = list[tuple[int, list[dict[str, str]]]]  # (minute, each shard's bucket), oldest first
 
-    Each row holds 'minute' (epoch seconds of the minute's start) and one value per counter.
+
+def read_minutes(minutes: int = 60) -> Minutes:
+    """Read every shard's per-minute throughput buckets of the last `minutes`.
+
+    One HGETALL per minute and shard covers every queue (the buckets are shared): minutes x
+    SHARDS commands whatever the number of queues. Read once, it serves every sum below.
     """
     minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
     # The buckets are named by the writer's clock (layout.shared_keys), so use ours too.
     current = int(time.time() // 60)
     span = range(current - minutes + 1, current + 1)
+    every = shards.every()
+    pipe = ShardPipeline()
+    for minute in span:
+        for keys in every:
+            pipe.on(keys.shard).hgetall(keys.throughput(minute))
+    replies = execute(pipe)
+    n = len(every)
+    return [(minute, replies[i * n : (i + 1) * n]) for i, minute in enumerate(span)]
+
+
+def throughput(
+    queue: str | None = None, minutes: int = 60, read: Minutes | None = None
+) -> list[dict[str, int]]:
+    """Return per-minute counters, oldest minute first, for one queue or (None) all queues.
+
+    Each row holds 'minute' (epoch seconds of the minute's start) and one value per counter.
+    `read`: buckets read_minutes() already read (then no command is sent).
+    """
     rows = []
-    for minute, buckets in zip(span, minute_buckets(span), strict=True):
+    for minute, buckets in read_minutes(minutes) if read is None else read:
         row = {"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0)
         for bucket in buckets:
             for name, value in bucket.items():
@@ -507,18 +529,6 @@ def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, in
                     row[counter] += int(value)
         rows.append(row)
     return rows
-
-
-def minute_buckets(span: range) -> list[list[dict[str, str]]]:
-    """Return every shard's throughput bucket of each minute: len(span) x SHARDS commands."""
-    every = shards.every()
-    pipe = ShardPipeline()
-    for minute in span:
-        for keys in every:
-            pipe.on(keys.shard).hgetall(keys.throughput(minute))
-    replies = execute(pipe)
-    n = len(every)
-    return [replies[i * n : (i + 1) * n] for i in range(len(span))]
 
 
 # ----- flow control ----------------------------------------------------------------------

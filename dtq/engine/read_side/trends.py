@@ -2,15 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from dtq.engine.read_side.queues import (
-    THROUGHPUT_COUNTERS,
-    THROUGHPUT_MINUTES,
-    Histogram,
-    minute_buckets,
-)
+from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, Histogram, Minutes, read_minutes
 
 
 def quantile(hist: Histogram, q: float) -> float | None:
@@ -42,18 +36,17 @@ def percentiles(latency: dict[str, Histogram]) -> dict[str, dict[str, Any]]:
     }
 
 
-def throughput_per_queue(queues: list[str], minutes: int = 60) -> dict[str, list[dict[str, int]]]:
+def throughput_per_queue(
+    queues: list[str], minutes: int = 60, read: Minutes | None = None
+) -> dict[str, list[dict[str, int]]]:
     """Return per-minute counters, oldest minute first, for each of the queues.
 
-    One HGETALL per minute and shard covers every queue (the buckets are shared), so this
-    costs `minutes` x SHARDS commands whatever the number of queues.
+    The buckets are shared by every queue (read_minutes: minutes x SHARDS commands whatever
+    the number of queues); `read`: buckets already read (then no command is sent).
     """
-    minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
-    current = int(time.time() // 60)
-    span = range(current - minutes + 1, current + 1)
     wanted = set(queues)
     rows: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
-    for minute, buckets in zip(span, minute_buckets(span), strict=True):
+    for minute, buckets in read_minutes(minutes) if read is None else read:
         for queue in queues:
             rows[queue].append({"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0))
         for bucket in buckets:  # one per shard: the counts add up
