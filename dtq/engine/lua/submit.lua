@@ -13,7 +13,9 @@
 -- Each task is accepted or refused on its own, as if submitted alone in this order.
 -- A task id that already has a record is the same call sent again: 'ok', id, current state,
 -- its created at, and nothing is written for it.
--- Resend: that is the resend case: the same answer, nothing written twice.
+-- Resend: that is the resend case: the same answer, nothing written twice. One EXISTS over
+-- every task's record tells a first call (none exists) from a resend; only then is each
+-- record read (HMGET per task would cost every bulk call one command per task).
 -- Many tasks: index, counter and event writes go out once per key at the end; nothing here
 -- reads them back.
 -- Written with direct commands instead of lib.lua's generic move/count/emit/zset helpers:
@@ -24,8 +26,30 @@ local active = {}  -- queue index -> tasks counted as active, this call's includ
 local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per field at the end
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
-local events = {}
+local submitted = {}  -- this call's TASK_SUBMITTED events, one XADD at the end
+local event_tails = {}  -- queue index, state and name -> the event's text after the id
 local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
+
+-- Records that already exist: none on a first call (the common case), so nothing is read
+-- per task; a resend (or an id reused) reads each record below.
+local records = {}
+for ti = 1, NT do records[ti] = tkey(ti, T_RECORD) end
+local resent = false
+for i = 1, NT, 400 do  -- 400 keys per command (unpack has a stack limit)
+  resent = resent or redis.call('EXISTS', unpack(records, i, math.min(i + 399, NT))) > 0
+end
+
+-- The event's text after the task id: the same for every task of a queue, state and name.
+local function event_tail(qi, state, name)
+  local k = qi .. state .. name
+  local tail = event_tails[k]
+  if not tail then
+    tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' .. NOW ..
+      ',"name":' .. cjson.encode(name) .. '}'
+    event_tails[k] = tail
+  end
+  return tail
+end
 
 local function add_index(key, score, member)
   local t = index[key]
@@ -45,13 +69,15 @@ local function accept(ti, b)
   local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
   local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
   local lim = ARGV[b + 15]
-  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
+  local tk, ik = records[ti], tkey(ti, T_IDEM)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
   -- write). Writing again would add a second stream entry, count the task twice and reset a
   -- task that already started: answer as the first call did instead.
-  local prior = redis.call('HMGET', tk, 'state', 'created_at')
-  if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+  if resent then
+    local prior = redis.call('HMGET', tk, 'state', 'created_at')
+    if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+  end
 
   if idem ~= '' then
     -- The record carries its task's progress, so no other task's key is needed here.
@@ -107,8 +133,7 @@ local function accept(ti, b)
   end
   fields[k + 1], fields[k + 2], fields[k + 3], fields[k + 4] = 'state', state, 'updated_at', NOW
   redis.call('HSET', tk, unpack(fields))
-  events[#events + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. '","queue":"' .. qname(qi) ..
-    '","state":"' .. state .. '","attempt":0,"ts":' .. NOW .. ',"name":' .. cjson.encode(name) .. '}'
+  submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. event_tail(qi, state, name)
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
@@ -128,11 +153,11 @@ for _, key in ipairs(index_keys) do
     redis.call('ZADD', key, unpack(t, i, math.min(i + 399, #t)))
   end
 end
-if #events == 1 then
-  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', events[1])
-elseif #events > 1 then
+if #submitted == 1 then
+  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', submitted[1])
+elseif #submitted > 1 then
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e',
-    '[' .. table.concat(events, ',') .. ']')
+    '[' .. table.concat(submitted, ',') .. ']')
 end
 -- The counters move() would count: active, submitted, queued (QUEUED only), in the queue's
 -- stats and the per-minute throughput bucket ((re)armed for two hours when a field is new).
