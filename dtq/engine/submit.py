@@ -126,10 +126,12 @@ def _check_identity(sub: Submission) -> None:
     check_idempotency_key(sub.idempotency_key)
 
 
-def _new_task(sub: Submission, task_id: str) -> gateway.NewTask:
-    """Return what submit.lua needs of one validated submission (its payload encoded)."""
+def _new_task(sub: Submission, task_id: str, ctx: dict[str, Any]) -> gateway.NewTask:
+    """Return what submit.lua needs of one validated submission (its payload encoded).
+
+    ctx is the propagated context (propagation.capture) the task carries.
+    """
     s = dtq_settings
-    ctx = propagation.capture()
     payload = codec.encode_payload(
         sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx, sub.workflow, sub.workflow_member
     )
@@ -199,6 +201,7 @@ def _calls(
     """
     by_shard: dict[int, tuple[list[gateway.NewTask], list[int]]] = {}
     checked: set[tuple[Any, ...]] = set()  # options keys already found valid in this call
+    ctx = propagation.capture()  # one caller, one moment: the same context for every task
     for position, sub in enumerate(subs):
         try:
             options = _options_key(sub)
@@ -208,7 +211,7 @@ def _calls(
                     checked.add(options)
             _check_identity(sub)
             task_id, shard = _task_id(sub)
-            task = _new_task(sub, task_id)
+            task = _new_task(sub, task_id, ctx)
         except (SubmitError, InvalidTaskError) as exc:
             errors[offset + position] = exc
             continue
@@ -227,7 +230,7 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     validate(sub)
     task_id, shard = _task_id(sub)
     keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
-    return gateway.submit_call(keys, [_new_task(sub, task_id)])
+    return gateway.submit_call(keys, [_new_task(sub, task_id, propagation.capture())])
 
 
 def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:

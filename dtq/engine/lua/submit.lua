@@ -1,11 +1,13 @@
 -- submit.lua: accept tasks (QUEUED now, or PENDING until their run time), one or many a call.
 -- KEYS: lib layout with one block per queue and one task block per task (record, result,
 --   idempotency record).
--- ARGV after the header: 15 fields per task, in task-block order: 1 queue index, 2 task id,
---   3 task name, 4 priority, 5 band, 6 max attempts, 7 payload (JSON), 8 delay (ms, 0 = now),
---   9 expires at (ms, 0 = never), 10 timeout (s or ''), 11 retry policy (JSON),
---   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none),
---   15 flow-control limits (the record's 'lim', see lib.lua; '' = none)
+-- ARGV after the header: the number of shapes NS, NS shapes of 13 fields, then 3 fields per
+--   task in task-block order: its shape's number, task id, payload (JSON). A shape is what
+--   tasks of one bulk call mostly share, sent and prepared once: 1 queue index, 2 task name,
+--   3 priority, 4 band, 5 max attempts, 6 delay (ms, 0 = now), 7 expires at (ms, 0 = never),
+--   8 timeout (s or ''), 9 retry policy (JSON), 10 idempotency key ('' = none), 11 payload
+--   fingerprint, 12 queue depth limit (0 = none), 13 flow-control limits (the record's 'lim',
+--   see lib.lua; '' = none)
 -- Reply: the gateway's SUBMITTED fields per task (reply_submitted: kind, id, state, created):
 --   'ok', id, state, created at (ms, Redis clock) |
 --   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
@@ -27,7 +29,6 @@ local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per fiel
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
 local submitted = {}  -- this call's TASK_SUBMITTED events, one XADD at the end
-local event_tails = {}  -- queue index, state and name -> the event's text after the id
 local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
 
 -- Records that already exist: none on a first call (the common case), so nothing is read
@@ -39,17 +40,32 @@ for i = 1, NT, 400 do  -- 400 keys per command (unpack has a stack limit)
   resent = resent or redis.call('EXISTS', unpack(records, i, math.min(i + 399, NT))) > 0
 end
 
--- The event's text after the task id: the same for every task of a queue, state and name.
-local function event_tail(qi, state, name)
-  local k = qi .. state .. name
-  local tail = event_tails[k]
-  if not tail then
-    tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' .. NOW ..
-      ',"name":' .. cjson.encode(name) .. '}'
-    event_tails[k] = tail
-  end
-  return tail
+-- Each shape once: what its tasks' records, entries and events share.
+local NS = tonumber(ARGV[ARG0 + 1])
+local shapes = {}
+for si = 1, NS do
+  local b = ARG0 + 1 + (si - 1) * 13
+  local qi, name, delay = tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 6])
+  local expires_at, timeout, idem, lim = ARGV[b + 7], ARGV[b + 8], ARGV[b + 10], ARGV[b + 13]
+  local state = delay > 0 and 'PENDING' or 'QUEUED'
+  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
+  -- every reader takes a missing field as its default.
+  local fields = {'name', name, 'queue', qname(qi), 'priority', ARGV[b + 3], 'band', ARGV[b + 4],
+    'attempt', 0, 'max_attempts', ARGV[b + 5], 'created_at', NOW, 'retry', ARGV[b + 9],
+    'history_n', 0, 'run_after', NOW + delay, 'state', state, 'updated_at', NOW}
+  local k = #fields
+  if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
+  if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
+  if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
+  if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
+  if state == 'QUEUED' then fields[k + 1], fields[k + 2] = 'enqueued_at', NOW end
+  shapes[si] = {qi = qi, band = ARGV[b + 4], delay = delay, state = state, idem = idem,
+    fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
+    -- the TASK_SUBMITTED event's text after the task id
+    tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' ..
+      NOW .. ',"name":' .. cjson.encode(name) .. '}'}
 end
+local TASKS0 = ARG0 + 1 + NS * 13  -- task fields start at ARGV[TASKS0 + 1]
 
 local function add_index(key, score, member)
   local t = index[key]
@@ -63,12 +79,8 @@ end
 
 -- Accept one task, or return why not (the reply's three fields).
 local function accept(ti, b)
-  local qi = tonumber(ARGV[b + 1])
-  local id, name, priority, band = ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
-  local max_attempts, payload, delay = ARGV[b + 6], ARGV[b + 7], tonumber(ARGV[b + 8])
-  local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
-  local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
-  local lim = ARGV[b + 15]
+  local shape, id, payload = shapes[tonumber(ARGV[b + 1])], ARGV[b + 2], ARGV[b + 3]
+  local qi, idem = shape.qi, shape.idem
   local tk, ik = records[ti], tkey(ti, T_IDEM)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
@@ -83,17 +95,17 @@ local function accept(ti, b)
     -- The record carries its task's progress, so no other task's key is needed here.
     local rec = redis.call('HMGET', ik, 'task', 'fp', 'state')
     if rec[1] then
-      if rec[2] ~= fingerprint then return 'conflict', rec[1] end
+      if rec[2] ~= shape.fingerprint then return 'conflict', rec[1] end
       if rec[3] == 'processing' then return 'in_progress', rec[1] end
       return 'duplicate', rec[1]
     end
   end
 
-  if max_depth > 0 then
+  if shape.max_depth > 0 then
     if not active[qi] then
       active[qi] = tonumber(redis.call('HGET', qkey(qi, Q_STATS), 'active') or '0')
     end
-    if active[qi] >= max_depth then return 'full', active[qi] end
+    if active[qi] >= shape.max_depth then return 'full', active[qi] end
   end
   if active[qi] then active[qi] = active[qi] + 1 end
 
@@ -106,44 +118,27 @@ local function accept(ti, b)
   end
   c[1] = c[1] + 1
 
-  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
-  -- every reader takes a missing field as its default.
-  local fields = {'id', id, 'name', name, 'queue', qname(qi), 'priority', priority,
-    'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
-    'created_at', NOW, 'retry', retry, 'history_n', 0, 'run_after', NOW + delay}
-  local k = #fields
-  if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
-  if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
-  if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
-  if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
-  local state
-  if delay > 0 then
-    state = 'PENDING'
-    add_index(KEYS[K_SCHEDULE], NOW + delay, id)
+  local state, delivery = shape.state, ''
+  if state == 'PENDING' then
+    add_index(KEYS[K_SCHEDULE], NOW + shape.delay, id)
     add_index(qkey(qi, IX_PENDING), NOW, id)
-    fields[k + 1], fields[k + 2] = 'delivery', ''
-    k = k + 2
   else
-    state = 'QUEUED'
     c[2] = c[2] + 1
     add_index(qkey(qi, IX_QUEUED), NOW, id)
-    fields[k + 1], fields[k + 2] = 'delivery', add_entry(id, qi, band, 1, idem)
-    fields[k + 3], fields[k + 4] = 'enqueued_at', NOW
-    k = k + 4
+    delivery = add_entry(id, qi, shape.band, 1, idem)
   end
-  fields[k + 1], fields[k + 2], fields[k + 3], fields[k + 4] = 'state', state, 'updated_at', NOW
-  redis.call('HSET', tk, unpack(fields))
-  submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. event_tail(qi, state, name)
+  redis.call('HSET', tk, 'id', id, 'payload', payload, 'delivery', delivery, unpack(shape.fields))
+  submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. shape.tail
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
-    redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
+    redis.call('HSET', ik, 'task', id, 'fp', shape.fingerprint, 'state', 'processing')
   end
   return 'ok', id, state, NOW
 end
 
 for ti = 1, NT do
-  local kind, rid, state, created = accept(ti, ARG0 + (ti - 1) * 15)
+  local kind, rid, state, created = accept(ti, TASKS0 + (ti - 1) * 3)
   reply_submitted(out, kind, rid, state, created)
 end
 
