@@ -18,6 +18,7 @@
 -- parks nothing twice.
 BATCH = true  -- sorted-set writes and acknowledgements go out once per key (lib.lua)
 local worker, lease_ms = ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2])
+local lease_at = string.format('%d', NOW + lease_ms)  -- formatted once (lib.lua: NOW_S)
 local out = {}
 -- The start event's worker field, encoded once per call (lib.lua's emit takes it as is).
 local started_by = ',"worker":' .. cjson.encode(worker)
@@ -61,8 +62,8 @@ for ti = 1, NT do
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
-    redis.call('HSET', tk, 'lease', NOW + lease_ms)
-    zset(KEYS[K_RUNNING], id, NOW + lease_ms)
+    redis.call('HSET', tk, 'lease', lease_at)
+    zset(KEYS[K_RUNNING], id, lease_at)
     hand_out(id, eid, qi, band, r, tonumber(r[7]))
   elseif not id or state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
@@ -89,15 +90,15 @@ for ti = 1, NT do
   elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and limited(tk, id, qi, r, band) then
     ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else
-    local attempt = tonumber(r[7]) + 1
-    zset(KEYS[K_RUNNING], id, NOW + lease_ms)
+    local attempt = string.format('%d', tonumber(r[7]) + 1)
+    zset(KEYS[K_RUNNING], id, lease_at)
     observe(qi, 'wait', NOW - tonumber(r[13] or NOW))
     -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
     -- generic tables.
-    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW,
-      'lease', NOW + lease_ms, 'state', 'RUNNING', 'updated_at', NOW)
+    redis.call('HSET', tk, 'attempt', attempt, 'worker', worker, 'started_at', NOW_S,
+      'lease', lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
     zset(qkey(qi, IX.QUEUED), id, false)
-    zset(qkey(qi, IX.RUNNING), id, NOW)
+    zset(qkey(qi, IX.RUNNING), id, NOW_S)
     count(qi, COUNTER.RUNNING)
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, started_by)
     hand_out(id, eid, qi, band, r, attempt)

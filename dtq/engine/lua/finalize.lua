@@ -65,11 +65,12 @@ for ti = 1, NT do
     if outcome == 'success' then
       -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
       -- lease (the attempt holds none now) and no delivery, without its generic tables.
-      redis.call('HSET', tk, 'history_n', (tonumber(r[6]) or 0) + 1, 'lease', '',
-        'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW, 'finished_at', NOW)
+      redis.call('HSET', tk, 'history_n', string.format('%d', (tonumber(r[6]) or 0) + 1),
+        'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
+        'finished_at', NOW_S)
       redis.call('EXPIRE', tk, RETENTION)
       zset(qkey(qi, IX.RUNNING), id, false)
-      zset(qkey(qi, IX.SUCCEEDED), id, NOW)
+      zset(qkey(qi, IX.SUCCEEDED), id, NOW_S)
       count(qi, COUNTER.SUCCEEDED)
       tally(qkey(qi, Q_STATS), 'active', -1)
       decided = 'SUCCEEDED'

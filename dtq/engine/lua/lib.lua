@@ -29,12 +29,16 @@
 
 local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
 local EVENTS_MAXLEN = ARGV[3]
-local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+-- Kept as strings: they are only ever redis.call arguments, and Redis formats a Lua number
+-- argument with snprintf("%.17g") on every call (glibc's slow float path; ~10% of claim's and
+-- finalize's Redis CPU went there). Hot paths pass strings: NOW_S, and '%d' for integers.
+local RETENTION, RESULT_TTL, IDEM_TTL = ARGV[4], ARGV[5], ARGV[6]
 local GROUP = ARGV[7]
 local ARG0 = 7 + NQ  -- script arguments start at ARGV[ARG0 + 1]
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local NOW_S = t[1] .. string.sub('00000' .. t[2], -6, -4)  -- NOW's digits, with no formatting
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
@@ -52,8 +56,12 @@ local function index_of(state) return IX[state] or error('no ' .. state .. ' ind
 -- already encoded (',"k":v...', for a field every event of a call shares).
 local events = {}
 local function emit(etype, id, qi, state, attempt, extra)
+  -- An attempt given as digits (ARGV, a record field) is written as is: no number formatting.
+  if type(attempt) ~= 'string' or not string.find(attempt, '^%d+$') then
+    attempt = tonumber(attempt) or 0
+  end
   local ev = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' .. qname(qi) ..
-    '","state":"' .. (state or '') .. '","attempt":' .. (tonumber(attempt) or 0) .. ',"ts":' .. NOW
+    '","state":"' .. (state or '') .. '","attempt":' .. attempt .. ',"ts":' .. NOW_S
   if type(extra) == 'string' then
     ev = ev .. extra
   elseif extra then
@@ -93,7 +101,7 @@ local function flush_counts()
   for _, key in ipairs(tally_keys) do
     for field, n in pairs(tallies[key]) do
       if n ~= 0 then
-        local v = redis.call('HINCRBY', key, field, n)
+        local v = redis.call('HINCRBY', key, field, string.format('%d', n))
         -- A field just created in the per-minute bucket: (re)arm two hours of history.
         if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
       end
@@ -105,16 +113,27 @@ end
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
 -- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger), h_<kind>_sum (ms) and
 -- h_<kind>_count. LATENCY_BUCKETS comes from protocol.py (generated above).
+local hist_fields = {}  -- kind -> its field names, built once per call (no number formatting)
 local function observe(qi, kind, ms)
   if not ms or ms < 0 then return end
   local i = #LATENCY_BUCKETS + 1
   for b, bound in ipairs(LATENCY_BUCKETS) do
     if ms <= bound then i = b; break end
   end
+  local names = hist_fields[kind]
+  if not names then
+    names = {sum = 'h_' .. kind .. '_sum', count = 'h_' .. kind .. '_count'}
+    hist_fields[kind] = names
+  end
+  local bucket = names[i]
+  if not bucket then
+    bucket = 'h_' .. kind .. '_' .. i
+    names[i] = bucket
+  end
   local stats = qkey(qi, Q_STATS)
-  tally(stats, 'h_' .. kind .. '_' .. i)
-  tally(stats, 'h_' .. kind .. '_sum', math.floor(ms))
-  tally(stats, 'h_' .. kind .. '_count')
+  tally(stats, bucket)
+  tally(stats, names.sum, math.floor(ms))
+  tally(stats, names.count)
 end
 
 -- Batched writes. A hot script (claim, finalize) sets BATCH = true: its sorted-set writes
@@ -172,14 +191,14 @@ end
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
   if old and STATE_ORDER[old] then zset(qkey(qi, index_of(old)), id, false) end
-  zset(qkey(qi, index_of(new)), id, NOW)
+  zset(qkey(qi, index_of(new)), id, NOW_S)
   local set = fields or {}
   local n = #set
-  set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
+  set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW_S
   if COUNTER[new] then count(qi, COUNTER[new]) end
   local ends = TERMINAL[new] and not TERMINAL[old]
   if ends then
-    set[n + 5], set[n + 6] = 'finished_at', NOW
+    set[n + 5], set[n + 6] = 'finished_at', NOW_S
     tally(qkey(qi, Q_STATS), 'active', -1)
   end
   redis.call('HSET', tk, unpack(set))
