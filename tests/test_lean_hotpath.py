@@ -65,6 +65,16 @@ def test_acknowledged_entries_leave_the_stream_and_pending_or_unread_ones_stay(
     assert client.xlen(stream) == 0
 
 
+def test_a_success_is_recorded_when_its_stream_is_gone(dtq_env: Env) -> None:
+    # Redis lost the stream (and its group) while the task ran: the outcome is still recorded.
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    dtq_env.client.delete(dtq_env.keys.stream("tests", 1))
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    record = get_task(task_id)
+    assert record is not None and record["state"] == "SUCCEEDED"
+
+
 def test_a_success_keeps_the_record_compact_and_its_history_whole(dtq_env: Env) -> None:
     task_id = tasks.record.enqueue(1).id
     [claimed] = claim_by_hand("tests", 1, worker="w1")

@@ -259,7 +259,12 @@ local function id_parts(eid)
   return tonumber(ms), tonumber(seq)
 end
 local function drop_acked(s, ids)
-  local first = redis.call('XPENDING', s, GROUP, '-', '+', 1)[1]
+  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', 1)
+  if not ok then  -- the stream or its group is gone (Redis lost them): as XDEL alone would
+    send_chunked({'XDEL', s}, ids)
+    return
+  end
+  local first = pending[1]
   local fms, fseq = 0, 0
   if first then fms, fseq = id_parts(first[1]) end
   local above, below, tms, tseq = {}, false, 0, 0
