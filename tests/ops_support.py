@@ -5,25 +5,26 @@ from __future__ import annotations
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, layout
+from dtq.engine import codec, layout, shards
 from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
-from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys
 from tests.script_calls import Scripts
 
 ACTOR = Actor(name="tester", source="command")
 
 
-def keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
+def keys(shard: int = 0) -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, shard)
 
 
-def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> list[dict[str, Any]]:
-    """Read and claim up to n entries like a worker that then never heartbeats or finishes."""
-    client = get_client()
+def claim_by_hand(
+    queue: str = "tests", n: int = 1, worker: str = "ghost", shard: int = 0
+) -> list[dict[str, Any]]:
+    """Read and claim up to n entries of a shard like a worker that then never heartbeats."""
+    client = shards.client(shard)
     scripts = Scripts.of(client)
-    k, argv = layout.build(keys(), [queue], layout=layout.of("read"))
+    k, argv = layout.build(keys(shard), [queue], layout=layout.of("read"))
     entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
     refs, args = [], []
     for i in range(0, len(entries), 5):
@@ -32,7 +33,7 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
         args += [qi, band, eid]
     if not refs:
         return []
-    k, argv = layout.build(keys(), [queue], refs, layout=layout.of("claim"))
+    k, argv = layout.build(keys(shard), [queue], refs, layout=layout.of("claim"))
     lease_ms = int(dtq_settings.lease_timeout * 1000)
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
@@ -59,9 +60,10 @@ def finalize_by_hand(
     use_dlq: bool = True,
 ) -> int:
     """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
-    scripts = Scripts.of(get_client())
+    shard = shards.of_task(claimed["id"]).shard
+    scripts = Scripts.of(shards.client(shard))
     ref = layout.TaskRef(claimed["id"], queue, claimed["idem"])
-    k, argv = layout.build(keys(), [queue], [ref], layout=layout.of("finalize"))
+    k, argv = layout.build(keys(shard), [queue], [ref], layout=layout.of("finalize"))
     if data is None:
         data = {"class": "builtins.ValueError", "message": "by hand"}
     if history is None:
@@ -73,19 +75,19 @@ def finalize_by_hand(
     return 1 if reply[0] else 0  # reply: (state decided, resent); '' when fenced out
 
 
-def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
-    """Claim and permanently fail `count` queued tasks of queue; return their ids."""
+def dead_letter_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
+    """Claim and permanently fail `count` queued tasks of queue on a shard; return their ids."""
     done = []
-    for claimed in claim_by_hand(queue, count):
+    for claimed in claim_by_hand(queue, count, shard=shard):
         assert finalize_by_hand(claimed, "fail", queue=queue) == 1
         done.append(claimed["id"])
     return done
 
 
-def fail_by_hand(count: int, queue: str = "tests") -> list[str]:
+def fail_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
     """Claim and permanently fail `count` queued tasks as with DLQ_ENABLED off (FAILED)."""
     done = []
-    for claimed in claim_by_hand(queue, count):
+    for claimed in claim_by_hand(queue, count, shard=shard):
         assert finalize_by_hand(claimed, "fail", queue=queue, use_dlq=False) == 1
         done.append(claimed["id"])
     return done

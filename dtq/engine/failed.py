@@ -9,10 +9,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout
-from dtq.engine.connection import get_client
-from dtq.engine.keys import Keys
+from dtq.engine import gateway, ids, layout, shards
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 
 RETRY_OK = ("retried",)
 
@@ -27,16 +25,13 @@ class FailedTask:
     idem: str = ""
 
 
-def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
-
-
 def find(task_ids: list[str]) -> list[FailedTask]:
     """Return the tasks among task_ids that are FAILED now (one pipelined read)."""
     valid = [t for t in task_ids if ids.is_valid(t)]
-    pipe = get_client().pipeline(transaction=False)
+    pipe = ShardPipeline()  # each record in its task's shard
     for task_id in valid:
-        pipe.hmget(_keys().task(task_id), "state", "queue", "finished_at", "idem")
+        keys = shards.of_task(task_id)
+        pipe.on(keys.shard).hmget(keys.task(task_id), "state", "queue", "finished_at", "idem")
     found = []
     for task_id, (state, queue, finished_at, idem) in zip(valid, pipe.execute(), strict=True):
         if state == "FAILED" and queue and finished_at:
@@ -50,12 +45,23 @@ def retry(
     """Put FAILED tasks of one queue back on to_queue (default: the same); one status each.
 
     `edits`, one per task ('' for none), are the script's JSON edits of payload and priority.
+    A task is retried in its own shard: one script call per shard the tasks are in.
     """
-    if not tasks:
-        return []
-    refs = [layout.TaskRef(t.id, queue, t.idem) for t in tasks]
-    fences = [t.finished_at for t in tasks]
     edits = edits if edits is not None else [""] * len(tasks)
-    return gateway.retry_failed(
-        get_client(), _keys(), queue, to_queue or queue, refs, fences, edits
-    )
+    by_shard: dict[int, list[int]] = {}
+    for i, task in enumerate(tasks):
+        by_shard.setdefault(ids.shard_of(task.id), []).append(i)
+    replies: dict[int, str] = {}
+    for shard, places in by_shard.items():
+        chosen = [tasks[i] for i in places]
+        answers = gateway.retry_failed(
+            shards.client(shard),
+            shards.keys(shard),
+            queue,
+            to_queue or queue,
+            [layout.TaskRef(t.id, queue, t.idem) for t in chosen],
+            [t.finished_at for t in chosen],
+            [edits[i] for i in places],
+        )
+        replies.update(zip(places, answers, strict=True))
+    return [replies[i] for i in range(len(tasks))]
