@@ -48,22 +48,25 @@ for si = 1, NS do
   local qi, name, delay = tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 6])
   local expires_at, timeout, idem, lim = ARGV[b + 7], ARGV[b + 8], ARGV[b + 10], ARGV[b + 13]
   local state = delay > 0 and 'PENDING' or 'QUEUED'
+  -- Strings, not numbers, for redis.call: Redis formats each number argument with %.17g,
+  -- whose slow path a millisecond time takes (see lib.lua's NOW_S).
+  local run_after = delay > 0 and string.format('%d', NOW + delay) or NOW_S
   -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
   -- every reader takes a missing field as its default.
   local fields = {'name', name, 'queue', qname(qi), 'priority', ARGV[b + 3], 'band', ARGV[b + 4],
-    'attempt', 0, 'max_attempts', ARGV[b + 5], 'created_at', NOW, 'retry', ARGV[b + 9],
-    'history_n', 0, 'run_after', NOW + delay, 'state', state, 'updated_at', NOW}
+    'attempt', '0', 'max_attempts', ARGV[b + 5], 'created_at', NOW_S, 'retry', ARGV[b + 9],
+    'history_n', '0', 'run_after', run_after, 'state', state, 'updated_at', NOW_S}
   local k = #fields
   if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
   if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
   if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
   if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
-  if state == 'QUEUED' then fields[k + 1], fields[k + 2] = 'enqueued_at', NOW end
-  shapes[si] = {qi = qi, band = ARGV[b + 4], delay = delay, state = state, idem = idem,
+  if state == 'QUEUED' then fields[k + 1], fields[k + 2] = 'enqueued_at', NOW_S end
+  shapes[si] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state, idem = idem,
     fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
     -- the TASK_SUBMITTED event's text after the task id
     tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' ..
-      NOW .. ',"name":' .. cjson.encode(name) .. '}'}
+      NOW_S .. ',"name":' .. cjson.encode(name) .. '}'}
 end
 local TASKS0 = ARG0 + 1 + NS * 13  -- task fields start at ARGV[TASKS0 + 1]
 
@@ -120,11 +123,11 @@ local function accept(ti, b)
 
   local state, delivery = shape.state, ''
   if state == 'PENDING' then
-    add_index(KEYS[K_SCHEDULE], NOW + shape.delay, id)
-    add_index(qkey(qi, IX_PENDING), NOW, id)
+    add_index(KEYS[K_SCHEDULE], shape.run_after, id)
+    add_index(qkey(qi, IX_PENDING), NOW_S, id)
   else
     c[2] = c[2] + 1
-    add_index(qkey(qi, IX_QUEUED), NOW, id)
+    add_index(qkey(qi, IX_QUEUED), NOW_S, id)
     delivery = add_entry(id, qi, shape.band, 1, idem)
   end
   redis.call('HSET', tk, 'id', id, 'payload', payload, 'delivery', delivery, unpack(shape.fields))
