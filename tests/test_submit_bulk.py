@@ -9,7 +9,7 @@ import redis
 
 import dtq
 from dtq.engine import direct, submit
-from dtq.engine.connection import get_client
+from dtq.engine.connection import get_client, routed
 from dtq.engine.errors import InvalidTaskError, PayloadError
 from dtq.options import InvalidOption
 from tests.script_calls import Scripts
@@ -168,11 +168,18 @@ def test_each_task_of_a_bulk_call_gets_its_own_shape(dtq_env):
 
 
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
-    ((key_list, argv, _),) = submit._calls(_mixed_shapes(), 0, {})
-    script = Scripts.of(get_client()).submit
-    first = script(keys=key_list, args=argv)
-    assert script(keys=key_list, args=argv) == first
-    assert first[0::4] == ["ok"] * 4 and first[2::4] == ["QUEUED", "PENDING", "QUEUED", "QUEUED"]
+    outcomes = {}
+    for key_list, argv, positions in submit._calls(_mixed_shapes(), 0, {}):  # one per shard
+        script = Scripts.of(routed(get_client(), key_list)).submit
+        first = script(keys=key_list, args=argv)
+        assert script(keys=key_list, args=argv) == first
+        outcomes.update({p: (first[4 * i], first[4 * i + 2]) for i, p in enumerate(positions)})
+    assert [outcomes[p] for p in sorted(outcomes)] == [
+        ("ok", "QUEUED"),
+        ("ok", "PENDING"),
+        ("ok", "QUEUED"),
+        ("ok", "QUEUED"),
+    ]
     assert _stream_len(dtq_env) == 3
     assert len(dtq_env.events("TASK_SUBMITTED")) == 4
     assert (dtq_env.stats()["submitted"], dtq_env.stats()["active"]) == (4, 4)
