@@ -32,6 +32,8 @@ class Reaper(Periodic):
         self.cursors: dict[str, str] = {}
         self.last_retention = 0.0
         self.forget_after = ""  # the undeclared queue the last sweep stopped at
+        self.server_id: str | None = None  # run_id of the Redis server the last pass saw
+        self.server_changed_at: float | None = None  # monotonic time another server answered
 
     def longest_sleep(self) -> float:
         """Return REAPER_INTERVAL: the reaper sleeps that long between passes."""
@@ -51,17 +53,27 @@ class Reaper(Periodic):
         return settled
 
     def redis_just_started(self) -> bool:
-        """Return True while Redis has been up for less than two lease timeouts.
+        """Return True while Redis has been up, or been the server this reaper reaches, for
+        less than two lease timeouts.
 
         Nobody could renew a lease or write a heartbeat while Redis was down, so right after a
         restart expired leases and silent workers say nothing about who is alive: give live
         workers the time to reconnect and renew (the dead-worker test also waits two leases).
+        A failover is the same outage, but the promoted replica has been up for long: another
+        server answering (a new run_id) counts from the pass that first sees it.
         """
         try:
-            uptime = int(self.client.info("server").get("uptime_in_seconds", 0))
+            server = self.client.info("server")
         except ResponseError:  # INFO disabled (some managed services): no restart detection
             return False
-        return uptime < 2 * dtq_settings.lease_timeout
+        now, window = time.monotonic(), 2 * dtq_settings.lease_timeout
+        run_id = server.get("run_id")
+        if run_id != self.server_id:
+            if self.server_id is not None:
+                self.server_changed_at = now
+            self.server_id = run_id
+        switched = self.server_changed_at is not None and now - self.server_changed_at < window
+        return switched or int(server.get("uptime_in_seconds", 0)) < window
 
     def writes_just_resumed(self) -> bool:
         """Return True while Redis refuses writes, and for two lease timeouts after.
