@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, layout
+from dtq.engine import codec, ids, layout, shards
 from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
@@ -16,14 +16,32 @@ ACTOR = Actor(name="tester", source="command")
 
 
 def keys() -> Keys:
+    """The keys of shards.HOME (every task's when SHARDS is 1)."""
     return Keys(dtq_settings.KEY_PREFIX, 0)
 
 
+def _on(client: Any, shard: int) -> Any:
+    """The client reaching a shard: the one given, unless the shard is on another primary."""
+    return (
+        client if shard == shards.HOME or not dtq_settings.REDIS_CLUSTER else shards.client(shard)
+    )
+
+
 def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> list[dict[str, Any]]:
-    """Read and claim up to n entries like a worker that then never heartbeats or finishes."""
-    client = get_client()
-    scripts = Scripts.of(client)
-    k, argv = layout.build(keys(), [queue], layout=layout.of("read"))
+    """Read and claim up to n entries like a worker that then never heartbeats or finishes.
+
+    Shards are read in order, each for what the ones before left of n.
+    """
+    claimed: list[dict[str, Any]] = []
+    for shard in shards.numbers():
+        if len(claimed) < n:
+            claimed += _claim_in(shards.keys(shard), queue, n - len(claimed), worker)
+    return claimed
+
+
+def _claim_in(shard_keys: Keys, queue: str, n: int, worker: str) -> list[dict[str, Any]]:
+    scripts = Scripts.of(_on(get_client(), shard_keys.shard))
+    k, argv = layout.build(shard_keys, [queue], layout=layout.of("read"))
     entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
     refs, args = [], []
     for i in range(0, len(entries), 5):
@@ -32,7 +50,7 @@ def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> li
         args += [qi, band, eid]
     if not refs:
         return []
-    k, argv = layout.build(keys(), [queue], refs, layout=layout.of("claim"))
+    k, argv = layout.build(shard_keys, [queue], refs, layout=layout.of("claim"))
     lease_ms = int(dtq_settings.lease_timeout * 1000)
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
@@ -59,9 +77,10 @@ def finalize_by_hand(
     use_dlq: bool = True,
 ) -> int:
     """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
-    scripts = Scripts.of(get_client())
+    shard = ids.shard_of(claimed["id"])
+    scripts = Scripts.of(_on(get_client(), shard))
     ref = layout.TaskRef(claimed["id"], queue, claimed["idem"])
-    k, argv = layout.build(keys(), [queue], [ref], layout=layout.of("finalize"))
+    k, argv = layout.build(shards.keys(shard), [queue], [ref], layout=layout.of("finalize"))
     if data is None:
         data = {"class": "builtins.ValueError", "message": "by hand"}
     if history is None:
@@ -92,8 +111,13 @@ def fail_by_hand(count: int, queue: str = "tests") -> list[str]:
 
 
 def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
-    """Return lifecycle events, oldest first, filtered by type and task."""
-    rows = events_of.decode(client.xrange(keys().events))
+    """Return lifecycle events of every shard, oldest first, filtered by type and task."""
+    rows = [
+        row
+        for k in shards.every()
+        for row in events_of.decode(_on(client, k.shard).xrange(k.events))
+    ]
+    rows.sort(key=lambda row: tuple(int(part) for part in row["id"].split("-")))
     return [
         r
         for r in rows
@@ -103,7 +127,10 @@ def events(client: Any, kind: str | None = None, task_id: str | None = None) -> 
 
 def orphans(client: Any, queue: str = "tests") -> list[str]:
     """Return every broken link between records, streams, PELs, schedule and indexes."""
-    k = keys()
+    return [p for k in shards.every() for p in _orphans_in(_on(client, k.shard), k, queue)]
+
+
+def _orphans_in(client: Any, k: Keys, queue: str) -> list[str]:
     problems = []
     entries: dict[str, str] = {}
     for band in BANDS:

@@ -11,7 +11,7 @@ from tests.testapp import tasks
 
 
 def _stream_len(dtq_env) -> int:
-    return int(dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1"))
+    return dtq_env.total(lambda client, keys: client.xlen(keys.stream("tests", 1)))
 
 
 def _refreshed(result):
@@ -75,6 +75,7 @@ def test_an_idempotency_key_is_refused_in_bulk(dtq_env):
         tasks.record.using(idempotency_key="k1").enqueue_many([((1,), {})])
 
 
+@pytest.mark.one_shard  # QUEUE_MAX_DEPTH counts per shard
 def test_a_full_queue_refuses_the_rest_and_keeps_the_accepted(dtq_env):
     dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 2})
     with pytest.raises(dtq.BulkSubmitError, match="2 of 4 submissions refused, 2 accepted") as info:

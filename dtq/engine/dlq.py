@@ -7,9 +7,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout, read_side
-from dtq.engine.connection import get_client
-from dtq.engine.keys import Keys
+from dtq.engine import gateway, ids, layout, read_side, shards
 from dtq.engine.read_side import DlqEntry
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
@@ -66,10 +64,6 @@ class BulkResult:
                 self.task_ids.append(entry["task_id"])
 
 
-def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
-
-
 def _refs(queue: str, entries: list[DlqEntry]) -> list[layout.TaskRef]:
     """Task refs for the entries; each entry carries its task's idempotency key.
 
@@ -98,38 +92,58 @@ def replay_entries(
     """Replay entries of one queue's DLQ onto to_queue (default: the same queue).
 
     `edits`, one per entry ('' for none), are replay.lua's JSON edits of payload and priority.
+    An entry is replayed in its task's shard (one call per shard); replies keep entries' order.
     """
-    usable = [e for e in entries if ids.is_valid(e["task_id"])]
-    replies: list[str] = []
-    if usable:
-        kept = None
-        if edits is not None:
-            kept = [edit for e, edit in zip(entries, edits, strict=True) if e in usable]
-        replies = gateway.replay(
-            get_client(),
-            _keys(),
+    replies = ["stale"] * len(entries)
+    for shard, positions in _by_shard(entries, usable_only=True).items():
+        part = [entries[p] for p in positions]
+        done = gateway.replay(
+            shards.client(shard),
+            shards.keys(shard),
             queue,
             to_queue or queue,
-            _refs(queue, usable),
+            _refs(queue, part),
             dtq_settings.DEFAULT_MAX_ATTEMPTS,
-            [e["entry_id"] for e in usable],
-            kept,
+            [e["entry_id"] for e in part],
+            None if edits is None else [edits[p] for p in positions],
         )
-    found = iter(replies)
-    return [next(found) if ids.is_valid(e["task_id"]) else "stale" for e in entries]
+        for position, reply in zip(positions, done, strict=True):
+            replies[position] = reply
+    return replies
 
 
 def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[str]:
     """Delete entries from one queue's DLQ, releasing their tasks' idempotency keys."""
-    if not entries:
-        return []
-    entry_ids = [e["entry_id"] for e in entries]
-    return gateway.discard(get_client(), _keys(), queue, _refs(queue, entries), reason, entry_ids)
+    replies = [""] * len(entries)
+    for shard, positions in _by_shard(entries, usable_only=False).items():
+        part = [entries[p] for p in positions]
+        entry_ids = [e["entry_id"] for e in part]
+        keys = shards.keys(shard)
+        done = gateway.discard(
+            shards.client(shard), keys, queue, _refs(queue, part), reason, entry_ids
+        )
+        for position, reply in zip(positions, done, strict=True):
+            replies[position] = reply
+    return replies
 
 
-def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH) -> int:
-    """Remove a queue's DLQ entries older than cutoff_ms (and their index entries); count them."""
-    client, keys = get_client(), _keys()
+def _by_shard(entries: list[DlqEntry], *, usable_only: bool) -> dict[int, list[int]]:
+    """Group entries' positions by their task's shard (where the DLQ entry lives).
+
+    An entry without a valid task id goes to HOME (replay leaves it out: it cannot be rebuilt).
+    """
+    groups: dict[int, list[int]] = {}
+    for position, entry in enumerate(entries):
+        valid = ids.is_valid(entry["task_id"])
+        if valid or not usable_only:
+            shard = ids.shard_of(entry["task_id"]) if valid else shards.HOME
+            groups.setdefault(shard, []).append(position)
+    return groups
+
+
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH, *, shard: int = shards.HOME) -> int:
+    """Remove a queue's DLQ entries older than cutoff_ms in one shard (and their index entries)."""
+    keys, client = shards.keys(shard), shards.client(shard)
     removed = 0
     while True:  # ends: no entry older than the cutoff is ever added
         count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)

@@ -9,10 +9,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout
-from dtq.engine.connection import get_client
-from dtq.engine.keys import Keys
+from dtq.engine import gateway, ids, layout, shards
 
 RETRY_OK = ("retried",)
 
@@ -27,20 +24,22 @@ class FailedTask:
     idem: str = ""
 
 
-def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
-
-
 def find(task_ids: list[str]) -> list[FailedTask]:
-    """Return the tasks among task_ids that are FAILED now (one pipelined read)."""
-    valid = [t for t in task_ids if ids.is_valid(t)]
-    pipe = get_client().pipeline(transaction=False)
-    for task_id in valid:
-        pipe.hmget(_keys().task(task_id), "state", "queue", "finished_at", "idem")
+    """Return the tasks among task_ids that are FAILED now (one pipelined read per shard)."""
+    by_shard: dict[int, list[str]] = {}
+    for task_id in task_ids:
+        if ids.is_valid(task_id):
+            by_shard.setdefault(ids.shard_of(task_id), []).append(task_id)
     found = []
-    for task_id, (state, queue, finished_at, idem) in zip(valid, pipe.execute(), strict=True):
-        if state == "FAILED" and queue and finished_at:
-            found.append(FailedTask(task_id, queue, finished_at, idem or ""))
+    for shard, shard_ids in by_shard.items():
+        keys = shards.keys(shard)
+        pipe = shards.client(shard).pipeline(transaction=False)
+        for task_id in shard_ids:
+            pipe.hmget(keys.task(task_id), "state", "queue", "finished_at", "idem")
+        for task_id, row in zip(shard_ids, pipe.execute(), strict=True):
+            state, queue, finished_at, idem = row
+            if state == "FAILED" and queue and finished_at:
+                found.append(FailedTask(task_id, queue, finished_at, idem or ""))
     return found
 
 
@@ -50,12 +49,25 @@ def retry(
     """Put FAILED tasks of one queue back on to_queue (default: the same); one status each.
 
     `edits`, one per task ('' for none), are the script's JSON edits of payload and priority.
+    A task is retried in its own shard: one call per shard, statuses in the order given.
     """
-    if not tasks:
-        return []
-    refs = [layout.TaskRef(t.id, queue, t.idem) for t in tasks]
-    fences = [t.finished_at for t in tasks]
     edits = edits if edits is not None else [""] * len(tasks)
-    return gateway.retry_failed(
-        get_client(), _keys(), queue, to_queue or queue, refs, fences, edits
-    )
+    by_shard: dict[int, list[int]] = {}
+    for position, task in enumerate(tasks):
+        by_shard.setdefault(ids.shard_of(task.id), []).append(position)
+    statuses = [""] * len(tasks)
+    for shard, positions in by_shard.items():
+        refs = [layout.TaskRef(tasks[p].id, queue, tasks[p].idem) for p in positions]
+        fences = [tasks[p].finished_at for p in positions]
+        replies = gateway.retry_failed(
+            shards.client(shard),
+            shards.keys(shard),
+            queue,
+            to_queue or queue,
+            refs,
+            fences,
+            [edits[p] for p in positions],
+        )
+        for position, status in zip(positions, replies, strict=True):
+            statuses[position] = status
+    return statuses

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, durable, gateway, ids, refusals
+from dtq.engine import codec, durable, gateway, ids, refusals, shards
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.errors import (
@@ -149,9 +148,20 @@ def _task_id(sub: Submission) -> tuple[str, int]:
     """Return the submission's task id (chosen now unless given) and its shard."""
     if sub.task_id is not None:
         return sub.task_id, ids.shard_of(sub.task_id)
-    shards = dtq_settings.SHARDS
-    shard = 0 if shards <= 1 else secrets.randbelow(shards)
+    shard = shards.for_new_task(sub.queue, sub.idempotency_key, _limit_group(sub))
     return ids.new_id(shard), shard
+
+
+def _limit_group(sub: Submission) -> str | None:
+    """Name the flow-control line a task's own limits put it in: its name and key value."""
+    if not sub.limits:
+        return None
+    return f"{sub.name}\0{sub.limits.rsplit('|', 1)[-1]}"  # 'lim' ends with the key value
+
+
+def with_task_id(sub: Submission) -> Submission:
+    """Return sub with its task id chosen now, on its shard (to answer before the submit)."""
+    return sub if sub.task_id is not None else replace(sub, task_id=_task_id(sub)[0])
 
 
 def _calls(
