@@ -23,8 +23,6 @@ REJOIN_TIMEOUT = 30.0  # seconds a restarted primary gets to be a linked replica
 class SingleServer:
     """One private redis-server with AOF; the redis_term / redis_kill faults restart it."""
 
-    topology = "single"
-
     def __init__(self, cfg: ChaosConfig, run_dir: Path, binary: str | None) -> None:
         self.server = RedisServer(
             binary=binary,
@@ -131,7 +129,7 @@ class ReplicatedServers:
             and info["master_link_status"] == "up"
         )
 
-    def stop(self, sig: int = signal.SIGTERM) -> None:
+    def stop(self) -> None:
         self.servers.stop()
 
 
