@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv chromium demo test test-scaleout test-cluster test-shards test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv chromium demo test test-scaleout test-cluster test-shards test-shards-cluster test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
@@ -15,7 +15,7 @@ help:
 	@echo "make bench  - benchmark dtq against django-vtasks, django-tasks-redis, Celery, RQ, Dramatiq, Huey, arq, taskiq, saq"
 	@echo "make test-scaleout - the Redis Cluster and Sentinel tests (their own servers on ports 17000-17099)"
 	@echo "make test-cluster - the engine, worker, control and backend tests on a local Redis Cluster"
-	@echo "make test-shards - those tests with queues spread over 3 shards, on one Redis and on the cluster"
+	@echo "make test-shards - those tests with every queue spread over 3 shards (test-shards-cluster: on the cluster)"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -61,15 +61,18 @@ CLUSTER_TESTS := tests/test_submit.py tests/test_submit_bulk.py tests/test_worke
 test-cluster: $(STAMP)
 	DTQ_TEST_CLUSTER=1 $(PY) -m pytest $(CLUSTER_TESTS) $(PYTEST_ARGS)
 
-# The same tests with every queue spread over 3 shards (docs/scaling.md), on one Redis and
-# then on the local cluster (make test-cluster's, ports 17090-17095). Tests of a guarantee kept
-# per shard (marker one_shard) are skipped there.
+# The same tests with every queue spread over 3 shards (docs/scaling.md); test-shards-cluster
+# runs them on the local cluster (make test-cluster's, ports 17090-17095), where the shards'
+# slots are on two primaries. Tests of a guarantee kept per shard (marker one_shard) are
+# skipped there.
 SHARDS_TESTS := tests/test_submit.py tests/test_submit_bulk.py tests/test_worker.py \
 	tests/test_crash.py tests/test_duplicates.py tests/test_ops_cancel.py tests/test_backend.py \
 	tests/test_backend_bulk.py tests/test_periodic_*.py tests/test_flow_control.py \
 	tests/test_shards.py
 test-shards: $(STAMP)
 	DTQ_TEST_SHARDS=3 $(PY) -m pytest $(SHARDS_TESTS) $(PYTEST_ARGS)
+
+test-shards-cluster: $(STAMP)
 	DTQ_TEST_SHARDS=3 DTQ_TEST_CLUSTER=1 $(PY) -m pytest $(SHARDS_TESTS) $(PYTEST_ARGS)
 
 # The Django/Python matrix (docs/django-tasks.md, "What runs where"), each cell its own venv:

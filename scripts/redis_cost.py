@@ -29,6 +29,7 @@ import redis
 
 ROOT = Path(__file__).resolve().parent.parent
 PREFIX = "dtqcost"
+SCRIPT_CALLS = ("evalsha", "eval", "fcall")  # the calls of a script, not commands inside one
 
 
 def free_port() -> int:
@@ -83,13 +84,13 @@ def snapshot(client: redis.Redis) -> tuple[float, dict[str, tuple[int, int]]]:
 
 
 def script_names() -> dict[str, str]:
-    """Map each script's SHA to its name."""
+    """Map each script's SHA (EVALSHA) and its function's name (FCALL) to the script's name."""
     sys.path.insert(0, str(ROOT))
-    import hashlib
-
     from dtq.engine import scripts
 
-    return {hashlib.sha1(scripts.source(n).encode()).hexdigest(): n for n in scripts.NAMES}
+    functions = scripts.library().functions
+    names = {scripts.script(n).sha: n for n in scripts.NAMES}
+    return {**names, **{functions[sha]: n for sha, n in names.items() if sha in functions}}
 
 
 def per_script(client: redis.Redis, n: int) -> None:
@@ -100,7 +101,7 @@ def per_script(client: redis.Redis, n: int) -> None:
     print(f"  slowlog entries {len(entries)}")
     for entry in entries:
         cmd = entry["command"].decode(errors="replace").split()
-        if cmd and cmd[0].lower() == "evalsha":
+        if cmd and cmd[0].lower() in SCRIPT_CALLS:
             name = names.get(cmd[1], cmd[1][:8])
             calls.setdefault(name, []).append(int(entry["duration"]))
     for name, times in sorted(calls.items()):
@@ -170,7 +171,7 @@ def delta(a: dict[str, tuple[int, int]], b: dict[str, tuple[int, int]]) -> dict[
 
 def report(phase: str, n: int, cpu: float, cmds: dict[str, Any]) -> None:
     """Print one phase's figures."""
-    inner = sum(c for k, (c, _) in cmds.items() if k not in ("evalsha", "eval"))
+    inner = sum(c for k, (c, _) in cmds.items() if k not in SCRIPT_CALLS)
     print(
         f"{phase}: Redis CPU {cpu * 1e6 / n:.1f} us/task, commands in scripts {inner / n:.2f}/task"
     )

@@ -228,7 +228,15 @@ def dtq_env(settings: Any, tmp_path: Path) -> Iterator[Env]:
     """A private key prefix on the real Redis, with settings pointing at it."""
     url = os.environ["DTQ_REDIS_URL"]
     prefix = "t" + uuid.uuid4().hex[:12]
-    settings.DTQ = {**settings.DTQ, "REDIS_URL": url, "KEY_PREFIX": prefix}
+    # REDIS_CLUSTER too: pytest-django may load tests/settings.py before pytest_configure
+    # names the local cluster (make test-cluster), and then the settings say False.
+    cluster = os.environ.get("DTQ_REDIS_CLUSTER") == "1"
+    settings.DTQ = {
+        **settings.DTQ,
+        "REDIS_URL": url,
+        "KEY_PREFIX": prefix,
+        "REDIS_CLUSTER": cluster,
+    }
     env = Env(url, prefix, tmp_path, settings)
     yield env
     env.cleanup()

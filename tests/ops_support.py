@@ -5,19 +5,17 @@ from __future__ import annotations
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, ids, layout, shards
+from dtq.engine import codec, layout, shards
 from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
-from dtq.engine.connection import get_client
 from dtq.engine.keys import BANDS, GROUP, Keys
 from tests.script_calls import Scripts
 
 ACTOR = Actor(name="tester", source="command")
 
 
-def keys() -> Keys:
-    """The keys of shards.HOME (every task's when SHARDS is 1)."""
-    return Keys(dtq_settings.KEY_PREFIX, 0)
+def keys(shard: int = 0) -> Keys:
+    return Keys(dtq_settings.KEY_PREFIX, shard)
 
 
 def _on(client: Any, shard: int) -> Any:
@@ -27,21 +25,22 @@ def _on(client: Any, shard: int) -> Any:
     )
 
 
-def claim_by_hand(queue: str = "tests", n: int = 1, worker: str = "ghost") -> list[dict[str, Any]]:
-    """Read and claim up to n entries like a worker that then never heartbeats or finishes.
+def claim_by_hand(
+    queue: str = "tests", n: int = 1, worker: str = "ghost", shard: int | None = None
+) -> list[dict[str, Any]]:
+    """Read and claim up to n entries like a worker that then never heartbeats.
 
-    Shards are read in order, each for what the ones before left of n.
+    From one shard, or (None) from every shard in order, each for what the ones before left.
     """
-    claimed: list[dict[str, Any]] = []
-    for shard in shards.numbers():
-        if len(claimed) < n:
-            claimed += _claim_in(shards.keys(shard), queue, n - len(claimed), worker)
-    return claimed
-
-
-def _claim_in(shard_keys: Keys, queue: str, n: int, worker: str) -> list[dict[str, Any]]:
-    scripts = Scripts.of(_on(get_client(), shard_keys.shard))
-    k, argv = layout.build(shard_keys, [queue], layout=layout.of("read"))
+    if shard is None:
+        claimed: list[dict[str, Any]] = []
+        for each in shards.numbers():
+            if len(claimed) < n:
+                claimed += claim_by_hand(queue, n - len(claimed), worker, each)
+        return claimed
+    client = shards.client(shard)
+    scripts = Scripts.of(client)
+    k, argv = layout.build(keys(shard), [queue], layout=layout.of("read"))
     entries, _ = scripts.read(keys=k, args=[*argv, worker, n])
     refs, args = [], []
     for i in range(0, len(entries), 5):
@@ -50,7 +49,7 @@ def _claim_in(shard_keys: Keys, queue: str, n: int, worker: str) -> list[dict[st
         args += [qi, band, eid]
     if not refs:
         return []
-    k, argv = layout.build(shard_keys, [queue], refs, layout=layout.of("claim"))
+    k, argv = layout.build(keys(shard), [queue], refs, layout=layout.of("claim"))
     lease_ms = int(dtq_settings.lease_timeout * 1000)
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
     rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
@@ -77,10 +76,10 @@ def finalize_by_hand(
     use_dlq: bool = True,
 ) -> int:
     """Record an outcome for an attempt claimed by hand; return 1 applied, 0 fenced out."""
-    shard = ids.shard_of(claimed["id"])
-    scripts = Scripts.of(_on(get_client(), shard))
+    shard = shards.of_task(claimed["id"]).shard
+    scripts = Scripts.of(shards.client(shard))
     ref = layout.TaskRef(claimed["id"], queue, claimed["idem"])
-    k, argv = layout.build(shards.keys(shard), [queue], [ref], layout=layout.of("finalize"))
+    k, argv = layout.build(keys(shard), [queue], [ref], layout=layout.of("finalize"))
     if data is None:
         data = {"class": "builtins.ValueError", "message": "by hand"}
     if history is None:
@@ -92,19 +91,19 @@ def finalize_by_hand(
     return 1 if reply[0] else 0  # reply: (state decided, resent); '' when fenced out
 
 
-def dead_letter_by_hand(count: int, queue: str = "tests") -> list[str]:
-    """Claim and permanently fail `count` queued tasks of queue; return their ids."""
+def dead_letter_by_hand(count: int, queue: str = "tests", shard: int | None = None) -> list[str]:
+    """Claim and permanently fail `count` queued tasks of queue on a shard; return their ids."""
     done = []
-    for claimed in claim_by_hand(queue, count):
+    for claimed in claim_by_hand(queue, count, shard=shard):
         assert finalize_by_hand(claimed, "fail", queue=queue) == 1
         done.append(claimed["id"])
     return done
 
 
-def fail_by_hand(count: int, queue: str = "tests") -> list[str]:
+def fail_by_hand(count: int, queue: str = "tests", shard: int | None = None) -> list[str]:
     """Claim and permanently fail `count` queued tasks as with DLQ_ENABLED off (FAILED)."""
     done = []
-    for claimed in claim_by_hand(queue, count):
+    for claimed in claim_by_hand(queue, count, shard=shard):
         assert finalize_by_hand(claimed, "fail", queue=queue, use_dlq=False) == 1
         done.append(claimed["id"])
     return done

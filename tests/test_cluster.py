@@ -16,7 +16,7 @@ import pytest
 import redis
 
 import dtq
-from dtq.engine import connection, ids
+from dtq.engine import connection, ids, scripts
 from dtq.engine.errors import NotReplicated
 from tests.conftest import Env, wait_for
 from tests.testapp import tasks
@@ -77,6 +77,9 @@ def test_tasks_run_on_a_cluster_reached_through_any_node(dtq_env, on_cluster):
         assert result.state == dtq.TaskState.SUCCEEDED
     assert dtq_env.client.exists(dtq_env.keys.task(results[0].id))  # on shard 0's primary
     assert port_of(connection.get_client()) == on_cluster.owner(SHARD0).port
+    # Loaded on first use on the primary that ran the scripts (the seed node ran none).
+    assert dtq_env.client.function_list(library=scripts.library().name)
+    assert not on_cluster.not_owner(SHARD0).client().function_list(library=scripts.library().name)
 
 
 def test_client_for_key_reaches_the_primary_of_the_keys_slot(dtq_env, on_cluster):

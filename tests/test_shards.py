@@ -39,8 +39,8 @@ def test_tasks_land_on_every_shard_and_one_worker_drains_them_all(sharded: Env) 
     results = [tasks.record.enqueue(n) for n in range(60)]
     assert {ids.shard_of(r.id) for r in results} == set(range(SHARDS))
     for result in results:  # each record lives in the shard its id names
-        keys = shards.of_task(result.id)
-        assert sharded.client.hget(keys.task(result.id), "state") == "QUEUED"
+        keys = sharded.keys_of(result.id)
+        assert sharded.client_of(keys).hget(keys.task(result.id), "state") == "QUEUED"
 
     sharded.worker()
     wait_for(lambda: finished(results))
@@ -60,7 +60,7 @@ def test_killed_worker_task_on_shard_2_is_reclaimed(sharded: Env) -> None:
     wait_for(lambda: finished([result]))
     assert result.state == dtq.TaskState.SUCCEEDED
     assert [h["outcome"] for h in result.history] == ["lost", "succeeded"]
-    assert sharded.client.zcard(shards.keys(2).running) == 0
+    assert sharded.client_of(shards.keys(2)).zcard(shards.keys(2).running) == 0
 
 
 def test_an_idempotency_key_dedupes_across_shards(sharded: Env) -> None:

@@ -207,8 +207,8 @@ class DlqFilterRequest(ReasonRequest):
     limit = serializers.IntegerField(
         min_value=1, required=False, help_text="at most BULK_REQUEST_LIMIT (also the default)"
     )
-    cursor = serializers.CharField(
-        max_length=41, required=False, help_text="next_cursor of the previous request"
+    cursor = serializers.CharField(  # '<entry id>[@<shard>]': 41 + 5 characters at most
+        max_length=46, required=False, help_text="next_cursor of the previous request"
     )
 
     def validate_limit(self, value: int) -> int:

@@ -15,11 +15,9 @@ from typing import Any
 from django.db import DatabaseError, connections
 from django.utils import timezone
 
-from dtq.conf import dtq_settings
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit_db import audit_alias
 from dtq.engine.errors import AuditUnavailable, DtqError, InvalidOperation
-from dtq.engine.keys import Keys
 
 log = logging.getLogger("dtq.audit")
 SOURCES = ("command", "admin", "api")
@@ -139,12 +137,16 @@ def audited(
 
 def _replicated(action: str) -> None:
     """Wait for SUBMIT_REPLICAS replicas to have what the action wrote (NotReplicated if not)."""
-    from dtq.engine import durable
-    from dtq.engine.connection import get_client
+    from dtq.engine import durable, shards
 
     if durable.wanted() > 0:
-        keys = Keys(dtq_settings.KEY_PREFIX)
-        durable.confirm_writes(get_client(), keys, f"the {action} action")
+        # A queue-wide action wrote to every shard: wait on each primary that holds one.
+        reached: set[int] = set()
+        for keys in shards.every():
+            client = shards.client(keys.shard)
+            if id(client) not in reached:
+                reached.add(id(client))
+                durable.confirm_writes(client, keys, f"the {action} action")
 
 
 def _check_text(reason: str, parameters: dict[str, Any]) -> None:

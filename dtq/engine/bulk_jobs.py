@@ -20,7 +20,7 @@ from typing import Any
 from django.db import connections
 
 from dtq.conf import dtq_settings
-from dtq.engine import failed, ids, ops
+from dtq.engine import failed, ids, ops, shards
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
 from dtq.engine.connection import get_client
@@ -61,7 +61,8 @@ class Plan:
 
 
 def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
+    """Return the keys of HOME: jobs and schedules are process-wide, not sharded."""
+    return shards.keys(shards.HOME)
 
 
 def _limit() -> int:

@@ -7,8 +7,14 @@ call itself. This module keeps what matters from it: the connection (auth, TLS, 
 hiredis parsing, timeouts) and one policy for every script, hot or not:
 - a dropped connection: resend with backoff (every script is safe to receive twice: see
   the "Resend:" line of each script's header), at most RESENDS times;
-- NOSCRIPT (Redis restarted or its scripts were flushed): load the script and resend;
+- NOSCRIPT or "Function not found" (Redis restarted, failed over to a server without dtq's
+  code, or its scripts were flushed): load the script (or the library) and resend;
 - an error reply (a refused write: OOM, READONLY, MISCONF; a bad argument): raised at once.
+On Redis >= 7.0 (and Valkey) the hot scripts are functions of one library (scripts.library()),
+called with FCALL: their prelude is built once when the library loads, not on every call.
+The other scripts, and all of them elsewhere (the embedded Redis 6.2), are called with
+EVALSHA. Which way a connection calls is learned on its first call after it connects
+(FUNCTION LIST, loading the library when it is missing), never per call.
 Only the gateway (gateway.py) calls these.
 """
 
@@ -26,7 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from dtq.engine.scripts import Script
+from dtq.engine.scripts import Library, Script, library
 
 RESENDS = 6  # as many as the clients' Retry in connection.py
 DROPPED = (RedisConnectionError, RedisTimeoutError, ConnectionResetError)
@@ -49,9 +55,65 @@ def pack(*command: Any) -> bytes:
     return bytes(pack_command(command))
 
 
-def pack_evalsha(script: Script, keys: list[Any], args: list[Any]) -> list[bytes]:
-    """Return the EVALSHA of a script, packed by hiredis."""
-    return [pack("EVALSHA", script.sha, len(keys), *keys, *args)]
+# How each connection calls scripts since it connected: with the Library when its server has
+# Redis Functions, else (None) with EVALSHA. Forgotten when the connection drops (it may come
+# back to another server) and when the server answers that the library is missing.
+_ways: weakref.WeakKeyDictionary[Any, Library | None] = weakref.WeakKeyDictionary()
+_UNKNOWN = object()
+
+
+def pack_call(way: Library | None, script: Script, keys: list[Any], args: list[Any]) -> bytes:
+    """Return the FCALL of a script of the library, else its EVALSHA, packed by hiredis."""
+    function = way.functions.get(script.sha) if way else None
+    if function:
+        return pack("FCALL", function, len(keys), *keys, *args)
+    return pack("EVALSHA", script.sha, len(keys), *keys, *args)
+
+
+def missing(exc: ResponseError) -> bool:
+    """Whether an error reply says the server lacks the code that was called (nothing ran)."""
+    # "unknown command 'FCALL'": a connection that reconnected by itself to a Redis < 7.0.
+    return isinstance(exc, NoScriptError) or str(exc).startswith(
+        ("Function not found", "unknown command")
+    )
+
+
+def _fcalled(way: Library | None, script: Script) -> bool:
+    return way is not None and script.sha in way.functions
+
+
+def _way(conn: Any) -> Library | None:
+    """Return how conn calls scripts, asking its server (and loading the library) the first
+    time after each connect."""
+    way = _ways.get(conn, _UNKNOWN)
+    if way is _UNKNOWN:
+        way = library()
+        try:
+            conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
+            if not conn.read_response():
+                conn.send_command("FUNCTION", "LOAD", "REPLACE", way.text)
+                conn.read_response()
+        except ResponseError:
+            # No Redis Functions (Redis < 7.0, or denied to this user), or no loading them now
+            # (a replica, which on a Cluster answers the call itself with MOVED; OOM):
+            # EVALSHA until the connection reconnects.
+            way = None
+        _ways[conn] = way
+    return way  # type: ignore[return-value]
+
+
+def _reload(conn: Any, way: Library | None, script: Script) -> None:
+    """Answered "missing": load the script, or ask for the library again on the next call."""
+    _ways.pop(conn, None)
+    if not _fcalled(way, script):
+        conn.send_command("SCRIPT", "LOAD", script.text)
+        conn.read_response()
+
+
+def _drop(conn: Any) -> None:
+    """Close a connection that may hold half a reply; it reconnects on its next command."""
+    _ways.pop(conn, None)
+    conn.disconnect()
 
 
 _pinned = threading.local()
@@ -83,26 +145,26 @@ def own_connection(client: Any) -> Any:
 
 def call_script(client: Any, script: Script, keys: list[Any], args: list[Any]) -> Any:
     """Run a script on this thread's own connection of the sync client's pool."""
-    packed = pack_evalsha(script, keys, args)
     conn = _own_connection(client.connection_pool)
     resend = 0
     while True:
+        way = None
         try:
-            conn.send_packed_command(packed)
+            way = _way(conn)
+            conn.send_packed_command([pack_call(way, script, keys, args)])
             return conn.read_response()
-        except NoScriptError:
-            conn.send_command("SCRIPT", "LOAD", script.text)
-            conn.read_response()
         except DROPPED as exc:
-            conn.disconnect()
+            _drop(conn)
             time.sleep(resend_after_drop(resend, exc))
             resend += 1
-        except ResponseError:
+        except ResponseError as exc:
             # An error reply (OOM, READONLY, MISCONF...) was read whole: the connection is fine.
             # Never resent here: the caller decides whether a refused write is worth a retry.
-            raise
+            if not missing(exc):
+                raise
+            _reload(conn, way, script)
         except BaseException:
-            conn.disconnect()  # interrupted mid-reply: never reuse the stream
+            _drop(conn)  # interrupted mid-reply: never reuse the stream
             raise
 
 
@@ -114,65 +176,67 @@ def call_script_many(
     The next window is packed and sent before the replies of the last one are read, so the
     client's work overlaps the server's and at most two windows of replies are held.
     Replies come back in order; an error reply is returned as its exception, not raised.
-    Calls answered NOSCRIPT did not run: the script is loaded and only they are sent again.
-    After a dropped connection every call of the round is sent again (every hot script is
-    safe to receive twice).
+    Calls answered NOSCRIPT or "Function not found" did not run: the script (or library) is
+    loaded and only they are sent again. After a dropped connection every call of the round
+    is sent again (every hot script is safe to receive twice).
     """
     conn = _own_connection(client.connection_pool)
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     resend = 0
     while todo:
-        missing: list[int] = []
+        unran: list[int] = []
         try:
-            _send_windows(conn, script, calls, todo, window, replies, missing)
+            way = _way(conn)
+            _send_windows(conn, way, script, calls, todo, window, replies, unran)
+            if unran:
+                if resend == RESENDS:
+                    raise NoScriptError(f"{script.name} is still not loaded after {RESENDS} loads")
+                resend += 1
+                _reload(conn, way, script)
         except DROPPED as exc:
-            conn.disconnect()
+            _drop(conn)
             time.sleep(resend_after_drop(resend, exc))
             resend += 1
             continue
         except BaseException:
-            conn.disconnect()  # interrupted mid-reply: never reuse the stream
+            _drop(conn)  # interrupted mid-reply: never reuse the stream
             raise
-        if missing:
-            if resend == RESENDS:
-                raise NoScriptError(f"{script.sha} is still not loaded after {RESENDS} loads")
-            resend += 1
-            conn.send_command("SCRIPT", "LOAD", script.text)
-            conn.read_response()
-        todo = missing
+        todo = unran
     return replies
 
 
 def _send_windows(
     conn: Any,
+    way: Library | None,
     script: Script,
     calls: list[Call],
     todo: list[int],
     window: int,
     replies: list[Any],
-    missing: list[int],
+    unran: list[int],
 ) -> None:
     """Send the calls of todo a window at a time, reading each window's replies one later."""
     in_flight: list[list[int]] = []
     for start in range(0, len(todo), window):
         batch = todo[start : start + window]
-        conn.send_packed_command([b for i in batch for b in pack_evalsha(script, *calls[i])])
+        conn.send_packed_command([pack_call(way, script, *calls[i]) for i in batch])
         in_flight.append(batch)
         if len(in_flight) > 1:
-            _read_replies(conn, in_flight.pop(0), replies, missing)
+            _read_replies(conn, in_flight.pop(0), replies, unran)
     for batch in in_flight:
-        _read_replies(conn, batch, replies, missing)
+        _read_replies(conn, batch, replies, unran)
 
 
-def _read_replies(conn: Any, batch: list[int], replies: list[Any], missing: list[int]) -> None:
+def _read_replies(conn: Any, batch: list[int], replies: list[Any], unran: list[int]) -> None:
     for i in batch:
         try:
             replies[i] = conn.read_response()
-        except NoScriptError:
-            missing.append(i)
         except ResponseError as exc:
-            replies[i] = exc
+            if missing(exc):
+                unran.append(i)
+            else:
+                replies[i] = exc
 
 
 class AsyncCaller:
@@ -189,24 +253,51 @@ class AsyncCaller:
         return self._conn
 
     async def script(self, script: Script, keys: list[Any], args: list[Any]) -> Any:
-        """Run a script; resend after a dropped connection, reload after NOSCRIPT."""
-        packed = pack_evalsha(script, keys, args)
+        """Run a script; resend after a dropped connection, reload after a "missing" reply."""
         resend = 0
         while True:
             conn = await self.connection()
+            way = None
             try:
+                way = await self._way(conn)
+                packed = [pack_call(way, script, keys, args)]
                 await conn.send_packed_command(packed, check_health=False)
                 return await conn.read_response()
-            except NoScriptError:
-                await conn.send_command("SCRIPT", "LOAD", script.text)
-                await conn.read_response()
             except DROPPED as exc:
-                await conn.disconnect()
+                await self._drop(conn)
                 await asyncio.sleep(resend_after_drop(resend, exc))
                 resend += 1
+            except ResponseError as exc:
+                if not missing(exc):
+                    raise
+                _ways.pop(conn, None)
+                if not _fcalled(way, script):
+                    await conn.send_command("SCRIPT", "LOAD", script.text)
+                    await conn.read_response()
             except asyncio.CancelledError:
-                await conn.disconnect()  # a reply may be half read: never reuse the stream
+                await self._drop(conn)  # a reply may be half read: never reuse the stream
                 raise
+
+    @staticmethod
+    async def _way(conn: Any) -> Library | None:
+        """The asyncio twin of _way."""
+        way = _ways.get(conn, _UNKNOWN)
+        if way is _UNKNOWN:
+            way = library()
+            try:
+                await conn.send_command("FUNCTION", "LIST", "LIBRARYNAME", way.name)
+                if not await conn.read_response():
+                    await conn.send_command("FUNCTION", "LOAD", "REPLACE", way.text)
+                    await conn.read_response()
+            except ResponseError:
+                way = None
+            _ways[conn] = way
+        return way  # type: ignore[return-value]
+
+    @staticmethod
+    async def _drop(conn: Any) -> None:
+        _ways.pop(conn, None)
+        await conn.disconnect()
 
     async def aclose(self) -> None:
         """Give the connection back to the pool."""

@@ -9,6 +9,7 @@ from typing import Any
 from dtq.conf import dtq_settings
 from dtq.engine import gateway, ids, layout, read_side, shards
 from dtq.engine.read_side import DlqEntry
+from dtq.engine.read_side.dlq import entry_cursor
 
 BATCH = 100  # entries per script call: keeps each call short for everyone else on Redis
 TRIM_BATCH = 500  # entries per retention call
@@ -51,12 +52,16 @@ class BulkResult:
     task_ids: list[str] = field(default_factory=list)  # of the entries acted on
     taken: int = 0  # entries acted on, whatever their status
     more: bool = False  # stopped at the filter's limit: matching entries may remain
-    next_cursor: str | None = None  # with more: the last entry taken; continue after it
+    # With more: the last entry taken ('<entry id>[@<shard>]'); continue after it.
+    next_cursor: str | None = None
 
-    def add(self, entries: list[DlqEntry], replies: list[str], ok: tuple[str, ...]) -> None:
-        """Count one batch's replies."""
+    def add(
+        self, entries: list[DlqEntry], replies: list[str], ok: tuple[str, ...], shard: int = 0
+    ) -> None:
+        """Count one batch's replies (entries of one shard's DLQ)."""
         self.taken += len(entries)
-        self.next_cursor = entries[-1]["entry_id"] if entries else self.next_cursor
+        if entries:
+            self.next_cursor = entry_cursor(entries[-1]["entry_id"], shard)
         for entry, status in zip(entries, replies, strict=True):
             self.statuses[status] = self.statuses.get(status, 0) + 1
             if status in ok:
@@ -83,115 +88,134 @@ REPLAYED = ("replayed", "recreated", "done")
 DISCARDED = ("discarded", "done")  # discard.lua's statuses of a discard that happened
 
 
+def _by_shard(entries: list[DlqEntry], shard: int | None) -> dict[int, list[int]]:
+    """Return the positions of the entries per shard whose DLQ holds them.
+
+    An entry is in its task's shard (the script that dead-lettered the task wrote it there);
+    `shard`, when given, is the shard they were read from (a damaged entry names no task).
+    """
+    groups: dict[int, list[int]] = {}
+    for i, entry in enumerate(entries):
+        task_id = entry["task_id"]
+        owner = (
+            shard if shard is not None else ids.shard_of(task_id) if ids.is_valid(task_id) else 0
+        )
+        groups.setdefault(owner, []).append(i)
+    return groups
+
+
 def replay_entries(
     queue: str,
     entries: list[DlqEntry],
     to_queue: str | None = None,
     edits: list[str] | None = None,
+    shard: int | None = None,
 ) -> list[str]:
     """Replay entries of one queue's DLQ onto to_queue (default: the same queue).
 
     `edits`, one per entry ('' for none), are replay.lua's JSON edits of payload and priority.
-    An entry is replayed in its task's shard (one call per shard); replies keep entries' order.
+    A task is replayed in its own shard: one script call per shard the entries are in.
     """
-    replies = ["stale"] * len(entries)
-    for shard, positions in _by_shard(entries, usable_only=True).items():
-        part = [entries[p] for p in positions]
-        done = gateway.replay(
-            shards.client(shard),
-            shards.keys(shard),
+    usable = [i for i, e in enumerate(entries) if ids.is_valid(e["task_id"])]
+    replies = dict.fromkeys(range(len(entries)), "stale")
+    for owner, places in _by_shard([entries[i] for i in usable], shard).items():
+        chosen = [usable[p] for p in places]
+        kept = None if edits is None else [edits[i] for i in chosen]
+        answers = gateway.replay(
+            shards.client(owner),
+            shards.keys(owner),
             queue,
             to_queue or queue,
-            _refs(queue, part),
+            _refs(queue, [entries[i] for i in chosen]),
             dtq_settings.DEFAULT_MAX_ATTEMPTS,
-            [e["entry_id"] for e in part],
-            None if edits is None else [edits[p] for p in positions],
+            [entries[i]["entry_id"] for i in chosen],
+            kept,
         )
-        for position, reply in zip(positions, done, strict=True):
-            replies[position] = reply
-    return replies
+        replies.update(zip(chosen, answers, strict=True))
+    return [replies[i] for i in range(len(entries))]
 
 
-def discard_entries(queue: str, entries: list[DlqEntry], reason: str) -> list[str]:
-    """Delete entries from one queue's DLQ, releasing their tasks' idempotency keys."""
-    replies = [""] * len(entries)
-    for shard, positions in _by_shard(entries, usable_only=False).items():
-        part = [entries[p] for p in positions]
-        entry_ids = [e["entry_id"] for e in part]
-        keys = shards.keys(shard)
-        done = gateway.discard(
-            shards.client(shard), keys, queue, _refs(queue, part), reason, entry_ids
-        )
-        for position, reply in zip(positions, done, strict=True):
-            replies[position] = reply
-    return replies
+def discard_entries(
+    queue: str, entries: list[DlqEntry], reason: str, shard: int | None = None
+) -> list[str]:
+    """Delete entries from one queue's DLQ, releasing their tasks' idempotency keys.
 
-
-def _by_shard(entries: list[DlqEntry], *, usable_only: bool) -> dict[int, list[int]]:
-    """Group entries' positions by their task's shard (where the DLQ entry lives).
-
-    An entry without a valid task id goes to HOME (replay leaves it out: it cannot be rebuilt).
+    One script call per shard the entries are in (`shard`: the one they were read from).
     """
-    groups: dict[int, list[int]] = {}
-    for position, entry in enumerate(entries):
-        valid = ids.is_valid(entry["task_id"])
-        if valid or not usable_only:
-            shard = ids.shard_of(entry["task_id"]) if valid else shards.HOME
-            groups.setdefault(shard, []).append(position)
-    return groups
+    replies: dict[int, str] = {}
+    for owner, places in _by_shard(entries, shard).items():
+        chosen = [entries[i] for i in places]
+        answers = gateway.discard(
+            shards.client(owner),
+            shards.keys(owner),
+            queue,
+            _refs(queue, chosen),
+            reason,
+            [e["entry_id"] for e in chosen],
+        )
+        replies.update(zip(places, answers, strict=True))
+    return [replies[i] for i in range(len(entries))]
 
 
-def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH, *, shard: int = shards.HOME) -> int:
-    """Remove a queue's DLQ entries older than cutoff_ms in one shard (and their index entries)."""
-    keys, client = shards.keys(shard), shards.client(shard)
+def trim(queue: str, cutoff_ms: int, batch: int = TRIM_BATCH, shard: int | None = None) -> int:
+    """Remove a shard's (None: every shard's) DLQ entries of queue older than cutoff_ms, and
+    their index entries; count them."""
     removed = 0
-    while True:  # ends: no entry older than the cutoff is ever added
-        count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)
-        removed += count
-        if count < batch:
-            return removed
+    for keys in shards.every() if shard is None else [shards.keys(shard)]:
+        client = shards.client(keys.shard)
+        while True:  # ends: no entry older than the cutoff is ever added
+            count = gateway.dlq_trim(client, keys, queue, cutoff_ms, batch)
+            removed += count
+            if count < batch:
+                break
+    return removed
 
 
 def matching_batches(
     queue: str, flt: DlqFilter, batch: int = BATCH, after: str = "-"
-) -> Iterator[list[DlqEntry]]:
-    """Yield the entries after `after` that match flt, oldest first, in batches.
+) -> Iterator[tuple[int, list[DlqEntry]]]:
+    """Yield (shard, entries) after the cursor `after` that match flt, in batches.
 
-    Only entries present when the iteration starts are considered, so a DLQ that keeps
+    Shard by shard, each shard's entries oldest first; `after` is '-' or a cursor
+    '<entry id>[@<shard>]' (BulkResult.next_cursor): the shards before it are done. Only
+    entries present when a shard's iteration starts are considered, so a DLQ that keeps
     growing cannot keep a bulk action running.
     """
-    upto = read_side.dlq_last_id(queue)
-    if upto is None:
-        return
+    first, start = ("-", 0) if after == "-" else read_side.parse_entry_cursor(after)
     left = flt.limit
-    while left is None or left > 0:
-        page = read_side.dlq_scan(queue, after=after, upto=upto, count=max(batch, 1))
-        if not page:
-            return
-        after = page[-1]["entry_id"]
-        chosen = [e for e in page if flt.matches(e)][:left]
-        if chosen:
-            yield chosen
-            left = None if left is None else left - len(chosen)
+    for shard in range(start, shards.count()):
+        cursor = first if shard == start else "-"
+        upto = read_side.dlq_last_id(queue, shard)
+        while upto is not None and (left is None or left > 0):
+            page = read_side.dlq_scan(queue, cursor, upto, max(batch, 1), shard)
+            if not page:
+                break
+            cursor = page[-1]["entry_id"]
+            chosen = [e for e in page if flt.matches(e)][:left]
+            if chosen:
+                yield shard, chosen
+                left = None if left is None else left - len(chosen)
 
 
 def bulk(
     queue: str,
     flt: DlqFilter,
-    act: Callable[[list[DlqEntry]], list[str]],
+    act: Callable[[list[DlqEntry], int], list[str]],
     ok: tuple[str, ...],
     progress: DlqProgress | None = None,
     result: BulkResult | None = None,
     after: str = "-",
 ) -> BulkResult:
-    """Apply act to every matching entry after `after`, batch by batch, counting into result.
+    """Apply act(entries, shard) to every matching entry after `after`, batch by batch,
+    counting into result.
 
     A caller that passes its own result still has the counts of the batches done when a
-    later batch raises.
+    later batch raises (a bulk action over shards that fails part way has done the shards
+    before the failing batch; its result's cursor says where to continue).
     """
     result = BulkResult() if result is None else result
-    for entries in matching_batches(queue, flt, after=after):
-        result.add(entries, act(entries), ok)
+    for shard, entries in matching_batches(queue, flt, after=after):
+        result.add(entries, act(entries, shard), ok, shard)
         if progress is not None:
             progress(result)
     result.more = flt.limit is not None and result.taken >= flt.limit

@@ -10,6 +10,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from dtq.engine import gateway, ids, layout, shards
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 
 RETRY_OK = ("retried",)
 
@@ -25,21 +26,16 @@ class FailedTask:
 
 
 def find(task_ids: list[str]) -> list[FailedTask]:
-    """Return the tasks among task_ids that are FAILED now (one pipelined read per shard)."""
-    by_shard: dict[int, list[str]] = {}
-    for task_id in task_ids:
-        if ids.is_valid(task_id):
-            by_shard.setdefault(ids.shard_of(task_id), []).append(task_id)
+    """Return the tasks among task_ids that are FAILED now (one pipelined read)."""
+    valid = [t for t in task_ids if ids.is_valid(t)]
+    pipe = ShardPipeline()  # each record in its task's shard
+    for task_id in valid:
+        keys = shards.of_task(task_id)
+        pipe.on(keys.shard).hmget(keys.task(task_id), "state", "queue", "finished_at", "idem")
     found = []
-    for shard, shard_ids in by_shard.items():
-        keys = shards.keys(shard)
-        pipe = shards.client(shard).pipeline(transaction=False)
-        for task_id in shard_ids:
-            pipe.hmget(keys.task(task_id), "state", "queue", "finished_at", "idem")
-        for task_id, row in zip(shard_ids, pipe.execute(), strict=True):
-            state, queue, finished_at, idem = row
-            if state == "FAILED" and queue and finished_at:
-                found.append(FailedTask(task_id, queue, finished_at, idem or ""))
+    for task_id, (state, queue, finished_at, idem) in zip(valid, pipe.execute(), strict=True):
+        if state == "FAILED" and queue and finished_at:
+            found.append(FailedTask(task_id, queue, finished_at, idem or ""))
     return found
 
 
@@ -49,25 +45,23 @@ def retry(
     """Put FAILED tasks of one queue back on to_queue (default: the same); one status each.
 
     `edits`, one per task ('' for none), are the script's JSON edits of payload and priority.
-    A task is retried in its own shard: one call per shard, statuses in the order given.
+    A task is retried in its own shard: one script call per shard the tasks are in.
     """
     edits = edits if edits is not None else [""] * len(tasks)
     by_shard: dict[int, list[int]] = {}
-    for position, task in enumerate(tasks):
-        by_shard.setdefault(ids.shard_of(task.id), []).append(position)
-    statuses = [""] * len(tasks)
-    for shard, positions in by_shard.items():
-        refs = [layout.TaskRef(tasks[p].id, queue, tasks[p].idem) for p in positions]
-        fences = [tasks[p].finished_at for p in positions]
-        replies = gateway.retry_failed(
+    for i, task in enumerate(tasks):
+        by_shard.setdefault(ids.shard_of(task.id), []).append(i)
+    replies: dict[int, str] = {}
+    for shard, places in by_shard.items():
+        chosen = [tasks[i] for i in places]
+        answers = gateway.retry_failed(
             shards.client(shard),
             shards.keys(shard),
             queue,
             to_queue or queue,
-            refs,
-            fences,
-            [edits[p] for p in positions],
+            [layout.TaskRef(t.id, queue, t.idem) for t in chosen],
+            [t.finished_at for t in chosen],
+            [edits[i] for i in places],
         )
-        for position, status in zip(positions, replies, strict=True):
-            statuses[position] = status
-    return statuses
+        replies.update(zip(places, answers, strict=True))
+    return [replies[i] for i in range(len(tasks))]

@@ -9,13 +9,13 @@ commands themselves. Reads (DLQ lists, purge previews) write no audit row.
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from typing import Any
 
 from dtq.conf import dtq_settings
 from dtq.engine import cursors, gateway, ids, layout, limits, read_side, shards, workflows
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
-from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.dlq import (
     DISCARDED,
@@ -93,6 +93,22 @@ def _reason(reason: str, required: bool = False) -> str:
 
 def _keys() -> Keys:
     return Keys(dtq_settings.KEY_PREFIX, 0)
+
+
+def on_every_shard[T](report: Report, act: Callable[[Any, Keys], T]) -> list[T]:
+    """Run act(client, keys) on every shard, shard 0 first; return what each answered.
+
+    Each call is safe to send again, so an action that failed part way is completed by
+    running it again; its audit row then says how many shards were done before the error.
+    """
+    answers: list[T] = []
+    try:
+        for keys in shards.every():
+            answers.append(act(shards.client(keys.shard), keys))
+    except BaseException:
+        report.parameters.update(shards=shards.count(), shards_done=len(answers))
+        raise
+    return answers
 
 
 # ----- cancel ----------------------------------------------------------------------------
@@ -175,7 +191,11 @@ def _set_paused(queue: str, paused: bool, actor: Actor, reason: str) -> bool:
     with audited(actor, action, queue=queue, reason=reason) as report:
         if _queue(queue) not in read_side.queue_names():  # pausing must not create a queue
             _target(queue)
-        changed = gateway.pause(get_client(), _keys(), queue, paused, reason)
+        # Every shard holds its part of the queue, and each has its own paused set.
+        answers = on_every_shard(
+            report, lambda client, keys: gateway.pause(client, keys, queue, paused, reason)
+        )
+        changed = any(answers)
         report.affected = int(changed)
         if not changed:
             report.detail = f"queue was already {'paused' if paused else 'running'}"
@@ -219,12 +239,16 @@ def set_queue_limits(
     ) as report:
         if queue not in read_side.queue_names():
             _target(queue)
-        change = True
-        for _ in range(1000):  # each call wakes a bounded number of waiters
-            after = gateway.set_limits(get_client(), _keys(), queue, conc, encoded, change)
-            change = False
-            if not after.waiting or (conc is not None and after.held >= conc):
-                break
+
+        def apply(client: Any, keys: Keys) -> None:
+            change = True
+            for _ in range(1000):  # each call wakes a bounded number of waiters
+                after = gateway.set_limits(client, keys, queue, conc, encoded, change)
+                change = False
+                if not after.waiting or (conc is not None and after.held >= conc):
+                    break
+
+        on_every_shard(report, apply)  # a queue limit holds on each shard (flow-control.md)
         report.affected = 1
     return read_side.queue_overview(queue)["limits"]
 
@@ -235,7 +259,8 @@ def queue_limits(queue: str) -> read_side.QueueLimits:
 
 
 def _current_rate(queue: str) -> str:
-    rate = get_client().hget(_keys().limits(queue), "rate")
+    # Every shard has the same setting (set_queue_limits sets them all): HOME's is read.
+    rate = shards.client(shards.HOME).hget(shards.keys(shards.HOME).limits(queue), "rate")
     return str(rate or "")
 
 
@@ -320,8 +345,8 @@ def replay_many(
         if to_queue is not None:
             _target(to_queue)
 
-        def act(entries: list[DlqEntry]) -> list[str]:
-            return replay_entries(queue, entries, to_queue)
+        def act(entries: list[DlqEntry], shard: int) -> list[str]:
+            return replay_entries(queue, entries, to_queue, shard=shard)
 
         result = BulkResult()
         try:
@@ -333,8 +358,9 @@ def replay_many(
 
 
 def _after(cursor: str | None) -> str:
+    """Return a bulk DLQ action's cursor ('<entry id>[@<shard>]') once checked, or '-'."""
     try:
-        return cursors.entry_id(cursor) if cursor else "-"
+        return read_side.entry_cursor(*read_side.parse_entry_cursor(cursor)) if cursor else "-"
     except ValueError as exc:
         raise InvalidOperation(str(exc)) from None
 
@@ -417,8 +443,8 @@ def _discard_all(
     report: Report,
     after: str,
 ) -> BulkResult:
-    def act(entries: list[DlqEntry]) -> list[str]:
-        return discard_entries(queue, entries, reason)
+    def act(entries: list[DlqEntry], shard: int) -> list[str]:
+        return discard_entries(queue, entries, reason, shard)
 
     result = BulkResult()
     try:

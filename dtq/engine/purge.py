@@ -1,4 +1,7 @@
-"""Queue purge behind ops.py: count first, then cancel waiting tasks in bounded batches."""
+"""Queue purge behind ops.py: count first, then cancel waiting tasks in bounded batches.
+
+A queue has a part on every shard: a purge goes through them in order, shard 0 first.
+"""
 
 from __future__ import annotations
 
@@ -7,10 +10,9 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from dtq.conf import dtq_settings
-from dtq.engine import gateway, ids, layout
-from dtq.engine.connection import get_client
-from dtq.engine.keys import BANDS, Keys
+from dtq.engine import gateway, ids, layout, shards
+from dtq.engine.keys import BANDS
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.state import TaskState
 
 BATCH = 200  # tasks per script call: one call never blocks Redis for long
@@ -67,18 +69,16 @@ class PurgeResult:
 PurgeProgress = Callable[[PurgeResult], None]
 
 
-def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
-
-
 def preview(queue: str) -> PurgePreview:
     """Count the tasks a purge of queue would cancel now, and the running ones it would not."""
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    for state in (*WAITING, TaskState.RUNNING):
-        pipe.zcard(keys.index(queue, state))
-    pending, retrying, queued, running = pipe.execute()
-    return PurgePreview(int(queued), int(pending) + int(retrying), int(running))
+    states = (*WAITING, TaskState.RUNNING)
+    pipe = ShardPipeline()
+    for keys in shards.every():
+        for state in states:
+            pipe.on(keys.shard).zcard(keys.index(queue, state))
+    replies = [int(n) for n in pipe.execute()]
+    pending, retrying, queued, running = (sum(replies[i :: len(states)]) for i in range(4))
+    return PurgePreview(queued, pending + retrying, running)
 
 
 class Purge:
@@ -97,8 +97,8 @@ class Purge:
         self.reason = reason
         self.progress = progress
         self.limit = limit  # at most this many items per run; None = all
-        self.keys = _keys()
-        self.client: Any = get_client()  # decode_responses: replies are str
+        self.keys = shards.keys(0)  # the shard being purged (run() goes through every one)
+        self.client: Any = shards.client(0)  # decode_responses: replies are str
         self.result = PurgeResult()
         if cutoff_ms is not None:  # a purge continued: same tasks as its first part
             self.result.cutoff_ms = cutoff_ms
@@ -115,10 +115,12 @@ class Purge:
 
     def run(self) -> PurgeResult:
         """Purge the waiting tasks created up to the cutoff (up to limit); return the counts."""
-        for state in WAITING:  # scheduled first: a task promoted meanwhile is still caught
-            self._purge_index(state)
-        for band in BANDS:
-            self._sweep_stream(band)
+        for keys in shards.every():
+            self.keys, self.client = keys, shards.client(keys.shard)
+            for state in WAITING:  # scheduled first: a task promoted meanwhile is still caught
+                self._purge_index(state)
+            for band in BANDS:
+                self._sweep_stream(band)
         self.result.running = preview(self.queue).running
         return self.result
 

@@ -10,8 +10,7 @@ from dataclasses import dataclass
 from datetime import UTC, datetime
 from typing import Any
 
-from dtq.conf import dtq_settings
-from dtq.engine import codec, firing, gateway
+from dtq.engine import codec, firing, gateway, shards
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, audited
 from dtq.engine.connection import get_client
@@ -32,7 +31,8 @@ class ScheduleStatus:
 
 
 def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
+    """Return the keys of HOME: jobs and schedules are process-wide, not sharded."""
+    return shards.keys(shards.HOME)
 
 
 def _when(ms: int | str | None) -> datetime | None:

@@ -1,6 +1,8 @@
 """The Lua scripts as text: lib.lua's prelude (with protocol.py's constants) and each body.
 
 A Script is plain data (name, text, SHA); direct.py sends it and reloads it after NOSCRIPT.
+The Library holds the hot scripts as functions of one Redis Functions library (Redis >= 7.0),
+each with its prelude built once when the library loads instead of on every call.
 """
 
 from __future__ import annotations
@@ -47,6 +49,31 @@ DEFINED = re.compile(r"^local (?:function )?([\w, ]+?)(?: =|\()", re.M)
 COMMENT = re.compile(r"--.*$", re.M)
 GENERATED = "-- @generated constants (protocol.py)"
 LAYOUT = "-- @generated layout (layout.py)"
+# A top-level local of the prelude is per-call state when its value comes from the call (KEYS,
+# ARGV, a command) or from other per-call state, when it starts as an empty table (filled
+# during the call), or when anything assigns it again. In a library it is declared once and
+# set again at the start of every call; every other top-level local is built once at load.
+TOP_LOCAL = re.compile(r"^local (?!function )([\w, ]+?) = ")
+FROM_CALL = re.compile(r"\b(?:KEYS|ARGV|redis)\b|\{\s*\}")
+DECLARED = re.compile(r"\b(?:local|for)\s+[\w, ]+?\s*=")
+# Names on the left of an assignment (may also match a table field: at worst a constant is
+# then set again on each call, never per-call state built once).
+ASSIGNED = re.compile(r"(?:^|(?<=[\s;(]))((?:\w+[ \t]*,[ \t]*)*\w+)[ \t]*=(?!=)", re.M)
+# The scripts every task runs: Redis functions where the server has them (the others stay
+# EVALSHA scripts). Measured: with every script in the library the hot calls cost Redis more
+# CPU time than as EVALSHA scripts, with these four alone less (docs/performance.md).
+FUNCTIONS = ("submit", "read", "claim", "finalize")
+LIBRARY = "dtq_LIBRARY"  # the library's name in its text until the text's hash names it
+
+
+@dataclass(frozen=True, slots=True)
+class Library:
+    """The FUNCTIONS as Redis functions: the library's text and name, and each function's name
+    by the SHA of the script it runs (a script not in the library has none)."""
+
+    name: str
+    text: str
+    functions: dict[str, str]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,3 +148,65 @@ def script(name: str) -> Script:
         raise ValueError(f"no script named {name!r}")
     text = source(name)
     return Script(name, text, hashlib.sha1(text.encode()).hexdigest())
+
+
+def _statements(prelude: str) -> list[str]:
+    """Split text into top-level statements: a line at column 0 and the indented lines after."""
+    statements: list[str] = []
+    for line in prelude.split("\n"):
+        if statements and line[:1] in (" ", "\t", "}"):
+            statements[-1] += "\n" + line
+        else:
+            statements.append(line)
+    return statements
+
+
+def _per_call(prelude: str, body: str) -> tuple[str, str]:
+    """Return the prelude with its per-call state declared only, and the Lua that sets it."""
+    assigned = {
+        n.strip()
+        for m in ASSIGNED.findall(DECLARED.sub("", COMMENT.sub("", prelude + "\n" + body)))
+        for n in m.split(",")
+    }
+    per_call = {"KEYS", "ARGV"}
+    kept, sets = [], []
+    for statement in _statements(prelude):
+        match = TOP_LOCAL.match(statement)
+        if match:
+            names = {n.strip() for n in match.group(1).split(",")}
+            value = COMMENT.sub("", statement[match.end() :])
+            if FROM_CALL.search(value) or _words(value) & per_call or names & assigned:
+                per_call |= names
+                kept.append(f"local {match.group(1)}")
+                sets.append(statement[len("local ") :])
+                continue
+        kept.append(statement)
+    return "\n".join(kept), "\n".join(sets)
+
+
+def _function_block(name: str, function: str) -> str:
+    """Return one script as a `do` block of the library that registers its function."""
+    body = (resources.files("dtq.engine") / "lua" / f"{name}.lua").read_text()
+    lib = _used_lib(lib_text(name), body)
+    prelude, sets = _per_call(lib, body)
+    flushes = "".join(f"  {f}()\n" for f in FLUSHES if f"local function {f}(" in lib)
+    # No flags: writes allowed, and refused as a whole under OOM or on a replica.
+    return (
+        f"do\nlocal KEYS, ARGV\n{prelude}\n"
+        f"local function begin_call(keys, args)\nKEYS, ARGV = keys, args\n{sets}\nend\n"
+        f"local function script_body()\n{body}\nend\n"
+        f"redis.register_function('{function}', function(keys, args)\n"
+        f"  begin_call(keys, args)\n  local reply = script_body()\n{flushes}  return reply\nend)\n"
+        "end\n"
+    )
+
+
+@cache
+def library() -> Library:
+    """Return the FUNCTIONS as one library, named by its text's hash (two dtq versions on one
+    server keep their own code)."""
+    blocks = "\n".join(_function_block(name, f"{LIBRARY}_{name}") for name in FUNCTIONS)
+    text = f"#!lua name={LIBRARY}\n-- dtq's scripts (dtq/engine/scripts.py)\n{blocks}"
+    name = "dtq_" + hashlib.sha1(text.encode()).hexdigest()[:16]
+    functions = {script(n).sha: f"{name}_{n}" for n in FUNCTIONS}
+    return Library(name, text.replace(LIBRARY, name), functions)

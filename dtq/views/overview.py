@@ -43,11 +43,17 @@ def _with_trends(queue: Any) -> dict[str, Any]:
 
 
 def live_context(after: str | None = None) -> dict[str, Any]:
-    """Return what the refreshable part of the dashboard shows (a handful of round trips)."""
-    rows = read_side.throughput(minutes=CHART_MINUTES)
+    """Return what the refreshable part of the dashboard shows (a handful of round trips).
+
+    The workers and the chart's buckets are read first and the buckets only once: the queue
+    page takes what the read budget has left (with several shards each costs SHARDS times).
+    """
+    workers = read_side.workers()
+    minutes = read_side.read_minutes(CHART_MINUTES)
+    rows = read_side.throughput(read=minutes)
     page = read_side.overview_page(after=after, limit=QUEUE_PAGE)
     queues = [_with_trends(q) for q in page["queues"]]
-    per_queue = trends.throughput_per_queue([q["name"] for q in queues], CHART_MINUTES)
+    per_queue = trends.throughput_per_queue([q["name"] for q in queues], read=minutes)
     for q in queues:
         q["spark"] = charts.sparkline(per_queue[q["name"]])
     return {
@@ -61,7 +67,7 @@ def live_context(after: str | None = None) -> dict[str, Any]:
         "chart": charts.throughput_svg(rows),
         "summary": charts.summarize(rows),
         "chart_minutes": CHART_MINUTES,
-        "workers": read_side.workers(),
+        "workers": workers,
         "roles": [role_health(role) for role in read_side.ROLES],
     }
 

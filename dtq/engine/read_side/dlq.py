@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from typing import Any, TypedDict
 
-from dtq.engine import cursors, ids
-from dtq.engine.connection import get_client
+from dtq.engine import cursors, ids, shards
 from dtq.engine.keys import check_queue_name
-from dtq.engine.read_side.queues import MAX_PAGE, _keys
+from dtq.engine.read_side.budget import execute
+from dtq.engine.read_side.queues import MAX_PAGE
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.read_side.tasks import _json_or_raw, get_task, keys_for
 
 # ----- dead-letter queues ----------------------------------------------------------------
@@ -67,40 +68,72 @@ def check_entry_id(entry_id: str) -> str:
     return cursors.entry_id(entry_id)
 
 
+def entry_cursor(entry_id: str, shard: int) -> str:
+    """Return the cursor naming a DLQ entry of a shard: '<entry id>', '@<shard>' unless 0.
+
+    Each shard has its own DLQ stream of a queue, and entry ids are unique per stream only.
+    """
+    return entry_id if shard == 0 else f"{entry_id}@{shard}"
+
+
+def parse_entry_cursor(cursor: str) -> tuple[str, int]:
+    """Return (entry id, shard) of a cursor '<entry id>[@<shard>]', or raise ValueError."""
+    entry_id, at, shard = cursor.partition("@")
+    number = cursors.number(shard, "cursor shard", shards.count() - 1) if at else 0
+    return check_entry_id(entry_id), number
+
+
+def _entry_order(entry_id: str, shard: int) -> tuple[int, int, int]:
+    millis, _, seq = entry_id.partition("-")
+    return int(millis), int(seq or 0), shard
+
+
 def dlq_entries(queue: str, limit: int = 50, before: str | None = None) -> DlqPage:
-    """Return a queue's DLQ entries newest first, starting below the entry id `before`."""
+    """Return a queue's DLQ entries newest first (every shard's, merged) below `before`."""
     check_queue_name(queue)
     if not 1 <= limit <= MAX_PAGE:
         raise ValueError(f"limit must be in 1..{MAX_PAGE}, got {limit}")
-    top = f"({check_entry_id(before)}" if before else "+"
-    stream = _keys().dlq(queue)
-    pipe = get_client().pipeline(transaction=False)
-    pipe.xrevrange(stream, top, "-", count=limit + 1)
-    pipe.xlen(stream)
-    rows, total = pipe.execute()
-    entries = [decode_dlq_entry(queue, eid, fields) for eid, fields in rows[:limit]]
-    more = len(rows) > limit
+    cut = parse_entry_cursor(before) if before else None
+    pipe = ShardPipeline()
+    for keys in shards.every():
+        top = "+"
+        if cut is not None:  # at the cursor's id: only shards ordered below the cursor's
+            top = cut[0] if keys.shard < cut[1] else f"({cut[0]}"
+        pipe.on(keys.shard).xrevrange(keys.dlq(queue), top, "-", count=limit + 1)
+        pipe.on(keys.shard).xlen(keys.dlq(queue))
+    replies = execute(pipe)
+    found = sorted(
+        (
+            (_entry_order(eid, shard), decode_dlq_entry(queue, eid, fields))
+            for shard, rows in enumerate(replies[0::2])
+            for eid, fields in rows
+        ),
+        key=lambda item: item[0],
+        reverse=True,
+    )
+    page = found[:limit]
+    more = len(found) > limit
     return {
-        "entries": entries,
-        "next_cursor": entries[-1]["entry_id"] if more else None,
-        "total": int(total),
+        "entries": [entry for _, entry in page],
+        "next_cursor": entry_cursor(page[-1][1]["entry_id"], page[-1][0][2]) if more else None,
+        "total": sum(int(n) for n in replies[1::2]),
     }
 
 
 def dlq_scan(
-    queue: str, after: str = "-", upto: str = "+", count: int = DLQ_SCAN_PAGE
+    queue: str, after: str = "-", upto: str = "+", count: int = DLQ_SCAN_PAGE, shard: int = 0
 ) -> list[DlqEntry]:
-    """Return up to count DLQ entries oldest first, strictly after `after`, up to `upto`."""
+    """Return up to count entries of a shard's DLQ oldest first, after `after`, up to `upto`."""
     low = after if after == "-" else f"({after}"
-    client: Any = get_client()
-    rows = client.xrange(_keys().dlq(queue), low, upto, count=count)
+    client: Any = shards.client(shard)
+    rows = client.xrange(shards.keys(shard).dlq(queue), low, upto, count=count)
     return [decode_dlq_entry(queue, eid, fields) for eid, fields in rows]
 
 
-def dlq_last_id(queue: str) -> str | None:
-    """Return the id of a queue's newest DLQ entry, or None when the DLQ is empty."""
-    client: Any = get_client()
-    rows = client.xrevrange(_keys().dlq(queue), "+", "-", count=1)
+def dlq_last_id(queue: str, shard: int = 0) -> str | None:
+    """Return the id of the newest entry of a shard's DLQ of queue, or None when it is empty."""
+    client: Any = shards.client(shard)
+    rows = client.xrevrange(shards.keys(shard).dlq(queue), "+", "-", count=1)
     return rows[0][0] if rows else None
 
 
@@ -115,8 +148,8 @@ def find_dlq_entry(task_id: str, queue: str | None = None) -> DlqEntry | None:
         return None
     if queue is not None:
         check_queue_name(queue)
-    client: Any = get_client()
     keys = keys_for(task_id)
+    client: Any = shards.client(keys.shard)
     pipe = client.pipeline(transaction=False)
     pipe.hmget(keys.task(task_id), "queue", "dlq")
     pipe.hget(keys.dlq_index, task_id)

@@ -8,12 +8,12 @@ from typing import Any, TypedDict
 from redis.exceptions import ResponseError
 
 from dtq.conf import dtq_settings
-from dtq.engine import protocol
-from dtq.engine.connection import get_client
+from dtq.engine import protocol, shards
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.limits import Rate
 from dtq.engine.read_side.budget import current, execute
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.read_side.tasks import _json_or_raw
 from dtq.engine.state import TaskState
 
@@ -85,8 +85,13 @@ def histogram(stats: dict[str, str], kind: str) -> Histogram:
 
 
 def _keys() -> Keys:
-    # Process-wide keys (queues, workers, processes) live in shard 0; SHARDS must be 1 (E005).
-    return Keys(dtq_settings.KEY_PREFIX, 0)
+    """Return the keys of HOME, the shard of process-wide keys (workers, processes)."""
+    return shards.keys(shards.HOME)
+
+
+def _home() -> Any:
+    """Return the client of HOME (decode_responses: replies are str)."""
+    return shards.client(shards.HOME)
 
 
 def _now_ms(reply: tuple[int, int]) -> int:
@@ -110,9 +115,11 @@ def _pending_count(reply: Any) -> int:
 
 
 def queue_names() -> list[str]:
-    """Return every queue that has had a task and was not forgotten since, sorted."""
-    current().charge(1)
-    return sorted(str(name) for name in get_client().smembers(_keys().queues))
+    """Return every queue that has had a task on some shard and was not forgotten, sorted."""
+    pipe = ShardPipeline()
+    for keys in shards.every():
+        pipe.on(keys.shard).smembers(keys.queues)
+    return sorted({str(name) for known in execute(pipe) for name in known})
 
 
 def _queue_commands(pipe: Any, keys: Keys, queue: str) -> None:
@@ -183,17 +190,110 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     }
 
 
+def _add_histograms(a: Histogram, b: Histogram) -> Histogram:
+    return {
+        "buckets": [
+            (bound, x + y) for (bound, x), (_, y) in zip(a["buckets"], b["buckets"], strict=True)
+        ],
+        "sum": a["sum"] + b["sum"],
+        "count": a["count"] + b["count"],
+    }
+
+
+def _merge(parts: list[QueueOverview]) -> QueueOverview:
+    """Sum one queue's overviews of every shard (HOME first, whose limits settings count).
+
+    A queue limit is set on every shard (ops.set_queue_limits), so HOME's value is the
+    setting; a queue is shown paused when any shard is (a pause that failed part way shows).
+    """
+    total = parts[0]
+    for part in parts[1:]:
+        ages = [
+            a for a in (total["oldest_waiting_age"], part["oldest_waiting_age"]) if a is not None
+        ]
+        limits = total["limits"]
+        total = {
+            **total,
+            "paused": total["paused"] or part["paused"],
+            "depth": [x + y for x, y in zip(total["depth"], part["depth"], strict=True)],
+            "pending": [x + y for x, y in zip(total["pending"], part["pending"], strict=True)],
+            "waiting": [x + y for x, y in zip(total["waiting"], part["waiting"], strict=True)],
+            "states": {s: n + part["states"][s] for s, n in total["states"].items()},
+            "queued": total["queued"] + part["queued"],
+            "running": total["running"] + part["running"],
+            "scheduled": total["scheduled"] + part["scheduled"],
+            "dlq": total["dlq"] + part["dlq"],
+            "counters": {c: n + part["counters"][c] for c, n in total["counters"].items()},
+            "latency": {
+                kind: _add_histograms(h, part["latency"][kind])
+                for kind, h in total["latency"].items()
+            },
+            "limits": {
+                **limits,
+                "in_use": limits["in_use"] + part["limits"]["in_use"],
+                "waiting": limits["waiting"] + part["limits"]["waiting"],
+                "slots_held": limits["slots_held"] + part["limits"]["slots_held"],
+                "tasks_waiting": limits["tasks_waiting"] + part["limits"]["tasks_waiting"],
+            },
+            "oldest_waiting_age": max(ages) if ages else None,
+        }
+    return total
+
+
+def _queue_all(pipe: ShardPipeline, queues: list[str]) -> None:
+    """Queue the commands of every shard's part of each queue."""
+    for queue in queues:
+        for keys in shards.every():
+            _queue_commands(pipe.on(keys.shard), keys, queue)
+
+
+def _parse_all(
+    queues: list[str], replies: list[Any], paused: set[str], now_ms: int
+) -> list[QueueOverview]:
+    """Parse what _queue_all() queued: each queue's shards merged into one overview."""
+    n, count = QUEUE_REPLIES, shards.count()
+    rows = []
+    for i, queue in enumerate(queues):
+        start = i * count * n
+        parts = [
+            _parse_queue(
+                queue, replies[start + j * n : start + (j + 1) * n], queue in paused, now_ms
+            )
+            for j in range(count)
+        ]
+        rows.append(_merge(parts))
+    return rows
+
+
+def _clock_and_sets() -> tuple[int, set[str], set[str]]:
+    """Return HOME's clock (ms) and the queues known to, and paused on, any shard."""
+    pipe = ShardPipeline()
+    pipe.on(shards.HOME).time()
+    for keys in shards.every():
+        pipe.on(keys.shard).smembers(keys.queues)
+        pipe.on(keys.shard).smembers(keys.paused)
+    now, *sets = execute(pipe)
+    known = {str(q) for members in sets[0::2] for q in members}
+    paused = {str(q) for members in sets[1::2] for q in members}
+    return _now_ms(now), known, paused
+
+
 def queue_overview(queue: str) -> QueueOverview:
-    """Return one queue's depths, state counts, DLQ size, paused flag and counters."""
+    """Return one queue's depths, state counts, DLQ size, paused flag and counters (all shards).
+
+    One pipelined round trip (per primary).
+    """
     check_queue_name(queue)
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    pipe.time()
-    pipe.sismember(keys.paused, queue)
-    _queue_commands(pipe, keys, queue)
-    now, paused, *replies = execute(pipe, raise_on_error=False)
-    _raise_errors([now, paused])
-    return _parse_queue(queue, replies, bool(paused), _now_ms(now))
+    pipe = ShardPipeline()
+    pipe.on(shards.HOME).time()
+    for keys in shards.every():
+        pipe.on(keys.shard).sismember(keys.paused, queue)
+    _queue_all(pipe, [queue])
+    replies = execute(pipe, raise_on_error=False)
+    head = 1 + shards.count()
+    _raise_errors(replies[:head])
+    paused = {queue} if any(replies[1:head]) else set()
+    return _parse_all([queue], replies[head:], paused, _now_ms(replies[0]))[0]
 
 
 class QueuePage(TypedDict):
@@ -210,19 +310,13 @@ def overview_page(
     """Return queue_overview() of the known queues (or of `queues`) after `after`, by name.
 
     At most `limit` queues, and no more than the read budget pays for (QUEUE_REPLIES commands
-    each): two round trips whatever the number of queues.
+    each, per shard): two round trips (per primary) whatever the number of queues.
     """
     budget = current()
-    keys = _keys()
-    client = get_client()
-    pipe = client.pipeline(transaction=False)
-    pipe.time()
-    pipe.smembers(keys.queues)
-    pipe.smembers(keys.paused)
-    now, known, paused = execute(pipe, budget)
+    now, known, paused = _clock_and_sets()
     names = sorted(known) if queues is None else sorted({check_queue_name(q) for q in queues})
     rest = [n for n in names if after is None or n > after]
-    fits = budget.left // QUEUE_REPLIES
+    fits = budget.left // (QUEUE_REPLIES * shards.count())
     size = min(len(rest), fits if limit is None else min(limit, fits))
     chosen = rest[:size]
     if size < len(rest) and (limit is None or size < limit):
@@ -230,15 +324,9 @@ def overview_page(
     next_cursor = chosen[-1] if chosen and size < len(rest) else None
     if not chosen:
         return {"queues": [], "next_cursor": next_cursor, "total": len(names)}
-    pipe = client.pipeline(transaction=False)
-    for queue in chosen:
-        _queue_commands(pipe, keys, queue)
-    replies = execute(pipe, budget, raise_on_error=False)
-    n = QUEUE_REPLIES
-    rows = [
-        _parse_queue(queue, replies[i * n : (i + 1) * n], queue in paused, _now_ms(now))
-        for i, queue in enumerate(chosen)
-    ]
+    pipe = ShardPipeline()
+    _queue_all(pipe, chosen)
+    rows = _parse_all(chosen, execute(pipe, budget, raise_on_error=False), paused, now)
     return {"queues": rows, "next_cursor": next_cursor, "total": len(names)}
 
 
@@ -307,7 +395,7 @@ def workers(limit: int = MAX_WORKERS) -> list[WorkerInfo]:
     """Return registered workers, freshest heartbeat first (dead ones stay until forgotten)."""
     budget = current()
     keys = _keys()
-    client = get_client()
+    client = _home()
     pipe = client.pipeline(transaction=False)
     pipe.time()
     pipe.zrevrange(keys.workers, 0, max(limit, 1) - 1, withscores=True)
@@ -331,7 +419,7 @@ def workers(limit: int = MAX_WORKERS) -> list[WorkerInfo]:
 def worker_counts() -> tuple[int, int]:
     """Return (registered, alive) worker counts in one round trip (alive: fresh heartbeat)."""
     keys = _keys()
-    client = get_client()
+    client = _home()
     pipe = client.pipeline(transaction=False)
     pipe.time()
     pipe.zcard(keys.workers)
@@ -350,7 +438,7 @@ def processes(role: str, limit: int = MAX_PROCESSES) -> list[ProcessInfo]:
         raise ValueError(f"unknown role {role!r}; known: {', '.join(ROLES)}")
     budget = current()
     keys = _keys()
-    client = get_client()
+    client = _home()
     pipe = client.pipeline(transaction=False)
     pipe.time()
     pipe.zrevrange(keys.processes(role), 0, max(limit, 1) - 1, withscores=True)
@@ -400,26 +488,45 @@ def list_tasks(
     return {"tasks": page["tasks"], "next_cursor": page["next_cursor"]}
 
 
-def throughput(queue: str | None = None, minutes: int = 60) -> list[dict[str, int]]:
-    """Return per-minute counters, oldest minute first, for one queue or (None) all queues.
+Minutes = list[tuple[int, list[dict[str, str]]]]  # (minute, each shard's bucket), oldest first
 
-    Each row holds 'minute' (epoch seconds of the minute's start) and one value per counter.
+
+def read_minutes(minutes: int = 60) -> Minutes:
+    """Read every shard's per-minute throughput buckets of the last `minutes`.
+
+    One HGETALL per minute and shard covers every queue (the buckets are shared): minutes x
+    SHARDS commands whatever the number of queues. Read once, it serves every sum below.
     """
     minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
     # The buckets are named by the writer's clock (layout.shared_keys), so use ours too.
     current = int(time.time() // 60)
     span = range(current - minutes + 1, current + 1)
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
+    every = shards.every()
+    pipe = ShardPipeline()
     for minute in span:
-        pipe.hgetall(keys.throughput(minute))
+        for keys in every:
+            pipe.on(keys.shard).hgetall(keys.throughput(minute))
+    replies = execute(pipe)
+    n = len(every)
+    return [(minute, replies[i * n : (i + 1) * n]) for i, minute in enumerate(span)]
+
+
+def throughput(
+    queue: str | None = None, minutes: int = 60, read: Minutes | None = None
+) -> list[dict[str, int]]:
+    """Return per-minute counters, oldest minute first, for one queue or (None) all queues.
+
+    Each row holds 'minute' (epoch seconds of the minute's start) and one value per counter.
+    `read`: buckets read_minutes() already read (then no command is sent).
+    """
     rows = []
-    for minute, bucket in zip(span, execute(pipe), strict=True):
+    for minute, buckets in read_minutes(minutes) if read is None else read:
         row = {"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0)
-        for name, value in bucket.items():
-            owner, _, counter = name.rpartition(":")  # queue names never contain ':'
-            if (queue is None or owner == queue) and counter in THROUGHPUT_COUNTERS:
-                row[counter] += int(value)
+        for bucket in buckets:
+            for name, value in bucket.items():
+                owner, _, counter = name.rpartition(":")  # queue names never contain ':'
+                if (queue is None or owner == queue) and counter in THROUGHPUT_COUNTERS:
+                    row[counter] += int(value)
         rows.append(row)
     return rows
 
@@ -463,11 +570,13 @@ def limit_families(queue: QueueOverview) -> list[LimitFamily]:
     limits = queue["limits"]
     if not limits["slots_held"] and not limits["tasks_waiting"]:
         return []
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    pipe.zrange(keys.limit_held(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
-    pipe.zrange(keys.limit_wait(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
-    held, waiting = execute(pipe)
+    pipe = ShardPipeline()
+    for keys in shards.every():
+        pipe.on(keys.shard).zrange(keys.limit_held(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+        pipe.on(keys.shard).zrange(keys.limit_wait(queue["name"]), 0, MAX_LIMIT_MEMBERS - 1)
+    replies = execute(pipe)
+    held = [m for members in replies[0::2] for m in members]
+    waiting = [m for members in replies[1::2] for m in members]
     rows: dict[str, LimitFamily] = {}
     groups: dict[str, set[str]] = {}
     for members, field in ((held, "held"), (waiting, "waiting")):

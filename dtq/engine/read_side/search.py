@@ -13,14 +13,18 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any, TypedDict
 
-from dtq.conf import dtq_settings
-from dtq.engine import cursors, ids
-from dtq.engine.connection import get_client
+from dtq.engine import cursors, ids, shards
 from dtq.engine.errors import ReadBudgetExceeded
-from dtq.engine.keys import Keys, check_queue_name
+from dtq.engine.keys import check_queue_name
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.read_side.budget import Budget, current, execute
-from dtq.engine.read_side.dlq import DlqEntry, check_entry_id, decode_dlq_entry
+from dtq.engine.read_side.dlq import (
+    DlqEntry,
+    decode_dlq_entry,
+    entry_cursor,
+    parse_entry_cursor,
+)
+from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.read_side.tasks import decode_record, keys_for
 from dtq.engine.state import TaskState
 
@@ -54,10 +58,6 @@ class DlqSearch(TypedDict):
     queues_read: int
 
 
-def _keys() -> Keys:
-    return Keys(dtq_settings.KEY_PREFIX, 0)
-
-
 def parse_cursor(cursor: str) -> Item:
     """Return the (score, id) of a task list cursor, or raise ValueError."""
     return cursors.task_cursor(cursor)
@@ -69,17 +69,21 @@ def _check_limit(limit: int) -> None:
 
 
 def _candidates(
-    indexes: list[str], after: Item | None, depth: int, low: str, budget: Budget
+    indexes: list[tuple[int, str]], after: Item | None, depth: int, low: str, budget: Budget
 ) -> tuple[list[Item], Item | None]:
-    """Return the merged (score, id) items below `after`, newest first, and the horizon."""
-    pipe = get_client().pipeline(transaction=False)
-    for index in indexes:
+    """Return the merged (score, id) items below `after`, newest first, and the horizon.
+
+    `indexes` are (shard, index key): every shard's index of a queue and state is one list
+    of the merge, as every queue's is.
+    """
+    pipe = ShardPipeline()
+    for shard, index in indexes:
         if after is not None:
             # Several tasks can enter a state in the same millisecond (one script, one NOW):
             # take every tie at the cursor's score, then a bounded range strictly below it.
-            pipe.zrevrangebyscore(index, after[0], after[0], withscores=True)
+            pipe.on(shard).zrevrangebyscore(index, after[0], after[0], withscores=True)
         top = "+inf" if after is None else f"({after[0]}"
-        pipe.zrevrangebyscore(index, top, low, start=0, num=depth, withscores=True)
+        pipe.on(shard).zrevrangebyscore(index, top, low, start=0, num=depth, withscores=True)
     replies = execute(pipe, budget)
     best: dict[str, int] = {}
     horizon: Item | None = None
@@ -125,12 +129,13 @@ def search_tasks(
         state = [state]
     states = [TaskState(s) for s in state] if state else list(STATE_ORDER)
     budget = current()
-    per_queue = len(states) * (1 if after is None else 2)
+    # Every shard holds its part of each index: a queue costs that many lists per shard.
+    per_queue = len(states) * (1 if after is None else 2) * shards.count()
     # At most half of what is left goes to the indexes; the records need the rest.
     fit = max(budget.left // 2 // per_queue, 1)
     read = queues[:fit]
-    keys = _keys()
-    indexes = [keys.index(q, s) for q in read for s in states]
+    every = shards.every()
+    indexes = [(k.shard, k.index(q, s)) for q in read for s in states for k in every]
     filtered = name is not None or where is not None or created_after is not None
     filtered = filtered or created_before is not None
     room = budget.left - per_queue * len(read)  # what the records may cost
@@ -193,10 +198,11 @@ def _examine(
             if id_ok(items[end]):
                 chunk.append(end)
             end += 1
-        pipe = get_client().pipeline(transaction=False)
+        pipe = ShardPipeline()
         for i in chunk:
             task_id = items[i][1]
-            pipe.hgetall(keys_for(task_id).task(task_id))
+            keys = keys_for(task_id)
+            pipe.on(keys.shard).hgetall(keys.task(task_id))
         raws = dict(zip(chunk, execute(pipe, budget), strict=True)) if chunk else {}
         scanned += len(chunk)
         for i in range(pos, end):
@@ -209,30 +215,34 @@ def _examine(
     return found, last, scanned, pos
 
 
-def _entry_key(entry: DlqEntry) -> tuple[int, int, str]:
+EntryKey = tuple[int, int, str, int]  # (ms, seq, queue, shard): the order of DLQ pages
+
+
+def _entry_key(entry: DlqEntry, shard: int) -> EntryKey:
     millis, _, seq = entry["entry_id"].partition("-")
-    return int(millis), int(seq or 0), entry["queue"]
+    return int(millis), int(seq or 0), entry["queue"], shard
 
 
-def _dlq_cursor(entry: DlqEntry) -> str:
-    return f"{entry['entry_id']}:{entry['queue']}"
+def _dlq_cursor(entry: DlqEntry, shard: int) -> str:
+    return f"{entry_cursor(entry['entry_id'], shard)}:{entry['queue']}"
 
 
-def _dlq_after(before: str | None) -> tuple[str, tuple[int, int, str] | None]:
-    """Return (XREVRANGE top, key to page below) of a cursor '<entry id>[:<queue>]'.
+def _dlq_after(before: str | None) -> tuple[str, EntryKey | None]:
+    """Return (XREVRANGE top, key to page below) of a cursor '<entry id>[@<shard>][:<queue>]'.
 
-    Entry ids are unique per stream only: two queues' DLQs can hold the same id, so the
-    cursor names its queue too and the next page starts at that id, below that queue.
+    Entry ids are unique per stream only: two queues' DLQs (or two shards' DLQs of a queue)
+    can hold the same id, so the cursor names its queue and shard too and the next page
+    starts at that id, below that queue and shard.
     """
     if not before:
         return "+", None
-    entry_id, _, queue = before.partition(":")
-    check_entry_id(entry_id)
+    position, _, queue = before.partition(":")
+    entry_id, shard = parse_entry_cursor(position)
     if not queue:
         return f"({entry_id}", None
     check_queue_name(queue)
     millis, _, seq = entry_id.partition("-")
-    return entry_id, (int(millis), int(seq or 0), queue)
+    return entry_id, (int(millis), int(seq or 0), queue, shard)
 
 
 def search_dlq(queues: list[str], limit: int = 50, before: str | None = None) -> DlqSearch:
@@ -242,39 +252,41 @@ def search_dlq(queues: list[str], limit: int = 50, before: str | None = None) ->
         check_queue_name(queue)
     top, after = _dlq_after(before)
     budget = current()
-    keys = _keys()
-    client = get_client()
-    read = queues[: max(budget.left // 2, 1)]
-    pipe = client.pipeline(transaction=False)
-    for queue in read:
-        pipe.xlen(keys.dlq(queue))
-    sizes = [int(n) for n in execute(pipe, budget)] if read else []
-    busy = [q for q, n in zip(read, sizes, strict=True) if n][: max(budget.left, 1)]
+    every = shards.every()
+    read = queues[: max(budget.left // 2 // len(every), 1)]
+    streams = [(q, k.shard, k.dlq(q)) for q in read for k in every]  # each DLQ of each shard
+    pipe = ShardPipeline()
+    for _, shard, stream in streams:
+        pipe.on(shard).xlen(stream)
+    sizes = [int(n) for n in execute(pipe, budget)] if streams else []
+    busy = [s for s, n in zip(streams, sizes, strict=True) if n][: max(budget.left, 1)]
     depth = max(min(limit, MAX_DLQ_ROWS // max(len(busy), 1)), 1) + 1
-    pipe = client.pipeline(transaction=False)
-    for queue in busy:
-        pipe.xrevrange(keys.dlq(queue), top, "-", count=depth)
-    entries: list[DlqEntry] = []
-    horizon: tuple[int, int, str] | None = None
-    for queue, rows in zip(busy, execute(pipe, budget) if busy else [], strict=True):
+    pipe = ShardPipeline()
+    for _, shard, stream in busy:
+        pipe.on(shard).xrevrange(stream, top, "-", count=depth)
+    found: list[tuple[EntryKey, DlqEntry]] = []
+    horizon: EntryKey | None = None
+    for (queue, shard, _), rows in zip(busy, execute(pipe, budget) if busy else [], strict=True):
         decoded = [decode_dlq_entry(queue, eid, fields) for eid, fields in rows]
-        entries += [e for e in decoded if after is None or _entry_key(e) < after]
+        keyed = [(_entry_key(e, shard), e) for e in decoded]
+        found += [(k, e) for k, e in keyed if after is None or k < after]
         if len(rows) >= depth:
-            cut = _entry_key(decoded[-1])
+            cut = keyed[-1][0]
             horizon = cut if horizon is None else max(horizon, cut)
-    entries = sorted(
-        (e for e in entries if horizon is None or _entry_key(e) >= horizon),
-        key=_entry_key,
+    found = sorted(
+        (item for item in found if horizon is None or item[0] >= horizon),
+        key=lambda item: item[0],
         reverse=True,
     )
-    more = len(entries) > limit or horizon is not None
-    entries = entries[:limit]
+    more = len(found) > limit or horizon is not None
+    found = found[:limit]
     partial = len(read) < len(queues) or len(busy) < sum(1 for n in sizes if n)
     if partial:
         budget.partial = True
+    last = found[-1] if found else None
     return {
-        "entries": entries,
-        "next_cursor": _dlq_cursor(entries[-1]) if more and entries else None,
+        "entries": [e for _, e in found],
+        "next_cursor": _dlq_cursor(last[1], last[0][3]) if more and last else None,
         "total": sum(sizes),
         "partial": partial,
         "queues_read": len(read),

@@ -5,9 +5,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from dtq.conf import dtq_settings
-from dtq.engine import codec, ids
-from dtq.engine.connection import get_client
+from dtq.engine import codec, ids, shards
 from dtq.engine.keys import Keys
 from dtq.engine.read_side.budget import execute
 
@@ -27,7 +25,7 @@ JSON_FIELDS = ("payload", "retry", "error", "history", "skips", "progress")
 
 def keys_for(task_id: str) -> Keys:
     """Return the Keys of the shard a task id belongs to."""
-    return Keys(dtq_settings.KEY_PREFIX, ids.shard_of(task_id))
+    return shards.of_task(task_id)
 
 
 def decode_record(raw: dict[str, str]) -> dict[str, Any]:
@@ -82,7 +80,7 @@ def get_task(task_id: str) -> dict[str, Any] | None:
     if not ids.is_valid(task_id):
         return None
     keys = keys_for(task_id)
-    pipe = get_client().pipeline(transaction=False)
+    pipe = shards.client(keys.shard).pipeline(transaction=False)
     pipe.hgetall(keys.task(task_id))
     pipe.get(keys.result(task_id))
     raw, result = execute(pipe)

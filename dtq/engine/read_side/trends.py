@@ -2,12 +2,9 @@
 
 from __future__ import annotations
 
-import time
 from typing import Any
 
-from dtq.engine.connection import get_client
-from dtq.engine.read_side.budget import execute
-from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, THROUGHPUT_MINUTES, Histogram, _keys
+from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, Histogram, Minutes, read_minutes
 
 
 def quantile(hist: Histogram, q: float) -> float | None:
@@ -39,26 +36,22 @@ def percentiles(latency: dict[str, Histogram]) -> dict[str, dict[str, Any]]:
     }
 
 
-def throughput_per_queue(queues: list[str], minutes: int = 60) -> dict[str, list[dict[str, int]]]:
+def throughput_per_queue(
+    queues: list[str], minutes: int = 60, read: Minutes | None = None
+) -> dict[str, list[dict[str, int]]]:
     """Return per-minute counters, oldest minute first, for each of the queues.
 
-    One HGETALL per minute covers every queue (the buckets are shared), so this costs
-    `minutes` commands whatever the number of queues.
+    The buckets are shared by every queue (read_minutes: minutes x SHARDS commands whatever
+    the number of queues); `read`: buckets already read (then no command is sent).
     """
-    minutes = max(1, min(int(minutes), THROUGHPUT_MINUTES))
-    current = int(time.time() // 60)
-    span = range(current - minutes + 1, current + 1)
-    keys = _keys()
-    pipe = get_client().pipeline(transaction=False)
-    for minute in span:
-        pipe.hgetall(keys.throughput(minute))
     wanted = set(queues)
     rows: dict[str, list[dict[str, Any]]] = {q: [] for q in queues}
-    for minute, bucket in zip(span, execute(pipe), strict=True):
+    for minute, buckets in read_minutes(minutes) if read is None else read:
         for queue in queues:
             rows[queue].append({"minute": minute * 60} | dict.fromkeys(THROUGHPUT_COUNTERS, 0))
-        for name, value in bucket.items():
-            owner, _, counter = name.rpartition(":")
-            if owner in wanted and counter in THROUGHPUT_COUNTERS:
-                rows[owner][-1][counter] += int(value)
+        for bucket in buckets:  # one per shard: the counts add up
+            for name, value in bucket.items():
+                owner, _, counter = name.rpartition(":")
+                if owner in wanted and counter in THROUGHPUT_COUNTERS:
+                    rows[owner][-1][counter] += int(value)
     return rows

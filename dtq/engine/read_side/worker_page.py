@@ -6,9 +6,7 @@ import re
 import time
 from typing import Any
 
-from dtq.conf import dtq_settings
-from dtq.engine.connection import get_client
-from dtq.engine.keys import Keys
+from dtq.engine import shards
 from dtq.engine.read_side.budget import current, execute
 from dtq.engine.read_side.query import Query, run
 from dtq.engine.read_side.queues import WorkerInfo, _worker
@@ -19,8 +17,8 @@ HISTORY = 50  # finished attempts listed at most
 
 
 def _info(worker_id: str) -> WorkerInfo | None:
-    keys = Keys(dtq_settings.KEY_PREFIX, 0)
-    pipe = get_client().pipeline(transaction=False)
+    keys = shards.keys(shards.HOME)
+    pipe = shards.client(shards.HOME).pipeline(transaction=False)
     pipe.zscore(keys.workers, worker_id)
     pipe.hgetall(keys.worker(worker_id))
     score, raw = execute(pipe, current())

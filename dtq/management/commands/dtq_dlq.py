@@ -109,7 +109,7 @@ class Command(BaseCommand):
         if not options["queue"]:
             raise CommandError("--all needs --queue")
         flt = dlq_filter(options)
-        count = sum(len(batch) for batch in matching_batches(options["queue"], flt))
+        count = sum(len(batch) for _, batch in matching_batches(options["queue"], flt))
         self.stdout.write(f"{count} DLQ entr(ies) of queue {options['queue']} match")
         if count:
             confirm(f"{verb} them?", options["yes"])
