@@ -37,6 +37,44 @@ def test_a_batch_claimed_and_finished_leaves_every_index_in_step(dtq_env: Env) -
             assert client.xlen(stream) == 0  # acknowledged entries are deleted
 
 
+def test_acknowledged_entries_leave_the_stream_and_pending_or_unread_ones_stay(
+    dtq_env: Env,
+) -> None:
+    # Finalize trims below the oldest pending entry and deletes acknowledged entries above it:
+    # whichever way, the stream keeps exactly its pending and unread entries.
+    client, stream = dtq_env.client, dtq_env.keys.stream("tests", 1)
+    for i in range(5):
+        tasks.record.enqueue(i)
+    first, second, third = claim_by_hand("tests", 3, worker="w1")  # two entries stay unread
+
+    def left() -> list[str]:
+        return [eid for eid, _ in client.xrange(stream)]
+
+    # Finished out of order: the oldest claimed entry is still pending, the two after it go.
+    assert finalize_by_hand(third, "success", data=1) == 1
+    assert finalize_by_hand(second, "success", data=1) == 1
+    assert first["entry"] in left() and len(left()) == 3
+    assert client.xpending(stream, GROUP)["pending"] == 1
+    # The last pending entry goes; nothing is pending, and the unread entries stay readable.
+    assert finalize_by_hand(first, "success", data=1) == 1
+    assert len(left()) == 2 and client.xpending(stream, GROUP)["pending"] == 0
+    rest = claim_by_hand("tests", 5, worker="w1")
+    assert [c["entry"] for c in rest] == left()
+    for c in rest:
+        assert finalize_by_hand(c, "success", data=1) == 1
+    assert client.xlen(stream) == 0
+
+
+def test_a_success_is_recorded_when_its_stream_is_gone(dtq_env: Env) -> None:
+    # Redis lost the stream (and its group) while the task ran: the outcome is still recorded.
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    dtq_env.client.delete(dtq_env.keys.stream("tests", 1))
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    record = get_task(task_id)
+    assert record is not None and record["state"] == "SUCCEEDED"
+
+
 def test_a_success_keeps_the_record_compact_and_its_history_whole(dtq_env: Env) -> None:
     task_id = tasks.record.enqueue(1).id
     [claimed] = claim_by_hand("tests", 1, worker="w1")

@@ -30,15 +30,24 @@ for ti = 1, NT do
   local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, T_RECORD), tkey(ti, T_RESULT), tkey(ti, T_IDEM)
+  -- The fence and what a success writes, and no more: each field is a scan of the record (a
+  -- missing one scans it whole), so the fields only a rare branch uses are read there.
   local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'attempt', 'started_at',
-    'history_n', 'history', 'cancel', 'idem', 'worker', 'name', 'lim', 'lh')
+    'history_n', 'lh')
   local id = r[1]
   local fenced = not id or r[2] ~= 'RUNNING' or r[3] ~= eid or r[4] ~= attempt
-  -- redis-py resends a call whose reply a dropped connection lost. A success of this attempt
-  -- by this worker, or this very history entry (worker, times), is recorded only if this
-  -- outcome was applied, so it is not a stale one.
-  local resent = fenced and id and ((r[2] == 'SUCCEEDED' and r[4] == attempt and
-    r[10] == worker) or string.find(r[7] or '', history, 1, true))
+  local resent = false
+  if fenced and id then
+    -- redis-py resends a call whose reply a dropped connection lost. A success of this
+    -- attempt by this worker, or this very history entry (worker, times), is recorded only if
+    -- this outcome was applied, so it is not a stale one.
+    local seen = redis.call('HMGET', tk, 'worker', 'history')
+    resent = (r[2] == 'SUCCEEDED' and r[4] == attempt and seen[1] == worker) or
+      string.find(seen[2] or '', history, 1, true)
+  end
+  -- The gateway passes an idempotency record's key exactly when the task has one
+  -- (layout.task_block, from the key claim.lua read): settle_idempotency needs no read.
+  local idem = ik ~= tk and ik or ''
   if resent then
     reply_decided(out, r[2], 1)
   elseif fenced then
@@ -48,27 +57,32 @@ for ti = 1, NT do
   else
     observe(qi, 'run', NOW - tonumber(r[5] or NOW))
     zset(KEYS[K_RUNNING], id, false)
-    release(tk, id, qi, r[11], r[12], r[13], nil)  -- the attempt's slots pass to waiters
+    if r[7] and r[7] ~= '' then  -- the attempt's slots pass to waiters
+      local f = redis.call('HMGET', tk, 'name', 'lim')
+      release(tk, id, qi, f[1], f[2], r[7], nil)
+    end
     local fields, decided
     if outcome == 'success' then
       -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
       -- lease (the attempt holds none now) and no delivery, without its generic tables.
-      redis.call('HSET', tk, 'history_n', (tonumber(r[6]) or 0) + 1, 'lease', '',
-        'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW, 'finished_at', NOW)
+      redis.call('HSET', tk, 'history_n', string.format('%d', (tonumber(r[6]) or 0) + 1),
+        'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
+        'finished_at', NOW_S)
       redis.call('EXPIRE', tk, RETENTION)
       zset(qkey(qi, IX.RUNNING), id, false)
-      zset(qkey(qi, IX.SUCCEEDED), id, NOW)
+      zset(qkey(qi, IX.SUCCEEDED), id, NOW_S)
       count(qi, COUNTER.SUCCEEDED)
       tally(qkey(qi, Q_STATS), 'active', -1)
       decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
       emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
-      settle_idempotency(tk, ik, 'completed', r[9])
+      settle_idempotency(tk, ik, 'completed', idem)
       wf_note(ti, id, qi, 'SUCCEEDED', data)
     else
-      fields = history_fields(r[6], r[7], history)
+      local more = redis.call('HMGET', tk, 'history', 'cancel')
+      fields = history_fields(r[6], more[1], history)
       fields[#fields + 1], fields[#fields + 2] = 'lease', ''  -- the attempt holds no lease now
-      if outcome == 'retry' and r[8] == '1' then
+      if outcome == 'retry' and more[2] == '1' then
         outcome = 'cancel'  -- cancel was requested during this attempt: schedule no other
       end
       if outcome == 'retry' then
@@ -85,7 +99,7 @@ for ti = 1, NT do
         move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
         decided = 'CANCELLED'
         emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
-        settle_idempotency(tk, ik, 'failed', r[9])
+        settle_idempotency(tk, ik, 'failed', idem)
         wf_note(ti, id, qi, 'CANCELLED', data)
       else
         redis.call('HSET', tk, unpack(fields))

@@ -29,12 +29,16 @@
 
 local NQ, NT = tonumber(ARGV[1]), tonumber(ARGV[2])
 local EVENTS_MAXLEN = ARGV[3]
-local RETENTION, RESULT_TTL, IDEM_TTL = tonumber(ARGV[4]), tonumber(ARGV[5]), tonumber(ARGV[6])
+-- Kept as strings: they are only ever redis.call arguments, and Redis formats a Lua number
+-- argument with snprintf("%.17g") on every call (glibc's slow float path; ~10% of claim's and
+-- finalize's Redis CPU went there). Hot paths pass strings: NOW_S, and '%d' for integers.
+local RETENTION, RESULT_TTL, IDEM_TTL = ARGV[4], ARGV[5], ARGV[6]
 local GROUP = ARGV[7]
 local ARG0 = 7 + NQ  -- script arguments start at ARGV[ARG0 + 1]
 
 local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
+local NOW_S = t[1] .. string.sub('00000' .. t[2], -6, -4)  -- NOW's digits, with no formatting
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
@@ -48,12 +52,19 @@ local function index_of(state) return IX[state] or error('no ' .. state .. ' ind
 -- table), gathered during the call and written by flush_events (which scripts.py appends to
 -- every script) as one entry of the capped event stream: a batch of claims or outcomes costs
 -- one XADD. Ids, queue names and states need no escaping (keys.py and ids.py allow only
--- [A-Za-z0-9_.:-]); other strings go through cjson.
+-- [A-Za-z0-9_.:-]); other strings go through cjson. extra: more fields, as a table or
+-- already encoded (',"k":v...', for a field every event of a call shares).
 local events = {}
 local function emit(etype, id, qi, state, attempt, extra)
+  -- An attempt given as digits (ARGV, a record field) is written as is: no number formatting.
+  if type(attempt) ~= 'string' or not string.find(attempt, '^%d+$') then
+    attempt = tonumber(attempt) or 0
+  end
   local ev = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' .. qname(qi) ..
-    '","state":"' .. (state or '') .. '","attempt":' .. (tonumber(attempt) or 0) .. ',"ts":' .. NOW
-  if extra then
+    '","state":"' .. (state or '') .. '","attempt":' .. attempt .. ',"ts":' .. NOW_S
+  if type(extra) == 'string' then
+    ev = ev .. extra
+  elseif extra then
     for k, v in pairs(extra) do
       ev = ev .. ',"' .. k .. '":' .. (type(v) == 'number' and v or cjson.encode(v))
     end
@@ -90,7 +101,7 @@ local function flush_counts()
   for _, key in ipairs(tally_keys) do
     for field, n in pairs(tallies[key]) do
       if n ~= 0 then
-        local v = redis.call('HINCRBY', key, field, n)
+        local v = redis.call('HINCRBY', key, field, string.format('%d', n))
         -- A field just created in the per-minute bucket: (re)arm two hours of history.
         if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
       end
@@ -102,16 +113,27 @@ end
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
 -- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger), h_<kind>_sum (ms) and
 -- h_<kind>_count. LATENCY_BUCKETS comes from protocol.py (generated above).
+local hist_fields = {}  -- kind -> its field names, built once per call (no number formatting)
 local function observe(qi, kind, ms)
   if not ms or ms < 0 then return end
   local i = #LATENCY_BUCKETS + 1
   for b, bound in ipairs(LATENCY_BUCKETS) do
     if ms <= bound then i = b; break end
   end
+  local names = hist_fields[kind]
+  if not names then
+    names = {sum = 'h_' .. kind .. '_sum', count = 'h_' .. kind .. '_count'}
+    hist_fields[kind] = names
+  end
+  local bucket = names[i]
+  if not bucket then
+    bucket = 'h_' .. kind .. '_' .. i
+    names[i] = bucket
+  end
   local stats = qkey(qi, Q_STATS)
-  tally(stats, 'h_' .. kind .. '_' .. i)
-  tally(stats, 'h_' .. kind .. '_sum', math.floor(ms))
-  tally(stats, 'h_' .. kind .. '_count')
+  tally(stats, bucket)
+  tally(stats, names.sum, math.floor(ms))
+  tally(stats, names.count)
 end
 
 -- Batched writes. A hot script (claim, finalize) sets BATCH = true: its sorted-set writes
@@ -169,14 +191,14 @@ end
 -- or nil.
 local function move(tk, id, qi, old, new, fields)
   if old and STATE_ORDER[old] then zset(qkey(qi, index_of(old)), id, false) end
-  zset(qkey(qi, index_of(new)), id, NOW)
+  zset(qkey(qi, index_of(new)), id, NOW_S)
   local set = fields or {}
   local n = #set
-  set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW
+  set[n + 1], set[n + 2], set[n + 3], set[n + 4] = 'state', new, 'updated_at', NOW_S
   if COUNTER[new] then count(qi, COUNTER[new]) end
   local ends = TERMINAL[new] and not TERMINAL[old]
   if ends then
-    set[n + 5], set[n + 6] = 'finished_at', NOW
+    set[n + 5], set[n + 6] = 'finished_at', NOW_S
     tally(qkey(qi, Q_STATS), 'active', -1)
   end
   redis.call('HSET', tk, unpack(set))
@@ -204,7 +226,7 @@ end
 
 -- Acknowledge and delete a stream entry: acknowledged entries are the only ones we delete.
 -- Under BATCH the entries are acknowledged at the very end of the call (flush_acks, after
--- every other write: ack last), one XACK and one XDEL per stream.
+-- every other write: ack last), one XACK per stream, then drop_acked removes them.
 local acks, ack_keys = {}, {}
 local function ack(qi, band, eid)
   if eid and eid ~= '' then
@@ -223,10 +245,48 @@ local function ack(qi, band, eid)
     t[#t + 1] = eid
   end
 end
+-- Remove entries just acknowledged, so a stream keeps exactly its pending and unread entries
+-- (the read side counts XLEN minus pending as a queue's depth). XDEL seeks each entry from the
+-- start of its stream node (~4.5 us an entry at Redis' 100 entries a node); XTRIM MINID drops
+-- whole nodes and walks a partial one once per call. Every entry below the group's oldest
+-- pending one was delivered (one group, created at 0, reads in id order) and is no longer
+-- pending, so it is acknowledged: trimming below it never cuts the PEL (Redis < 8.2 trims
+-- regardless of it). With nothing pending, every entry up to the newest acknowledged one is.
+-- Acknowledged entries above the oldest pending one (a long task started before them) are
+-- deleted one by one.
+local function id_parts(eid)
+  local ms, seq = string.match(eid, '^(%d+)-(%d+)$')
+  return tonumber(ms), tonumber(seq)
+end
+local function drop_acked(s, ids)
+  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', 1)
+  if not ok then  -- the stream or its group is gone (Redis lost them): as XDEL alone would
+    send_chunked({'XDEL', s}, ids)
+    return
+  end
+  local first = pending[1]
+  local fms, fseq = 0, 0
+  if first then fms, fseq = id_parts(first[1]) end
+  local above, below, tms, tseq = {}, false, 0, 0
+  for _, eid in ipairs(ids) do
+    local ms, seq = id_parts(eid)
+    if first and (ms > fms or (ms == fms and seq > fseq)) then
+      above[#above + 1] = eid
+    else
+      below = true
+      if ms > tms or (ms == tms and seq > tseq) then tms, tseq = ms, seq end
+    end
+  end
+  if below then
+    local minid = first and first[1] or string.format('%d-%d', tms, tseq + 1)
+    redis.call('XTRIM', s, 'MINID', minid)
+  end
+  if #above > 0 then send_chunked({'XDEL', s}, above) end
+end
 local function flush_acks()
   for _, s in ipairs(ack_keys) do
     send_chunked({'XACK', s, GROUP}, acks[s])
-    send_chunked({'XDEL', s}, acks[s])
+    drop_acked(s, acks[s])
   end
   acks, ack_keys = {}, {}
 end

@@ -4,7 +4,7 @@
 -- Reply: one integer per attempt: 0 lost (reclaimed or finished elsewhere; stop working on
 --   it), 1 renewed, 2 renewed and a cancel was requested.
 -- Resend: renewing again from the time of the second send: the same answer.
-local lease_ms = tonumber(ARGV[ARG0 + 1])
+local lease_at = string.format('%d', NOW + tonumber(ARGV[ARG0 + 1]))  -- lib.lua: NOW_S
 local out = {}
 for ti = 1, NT do
   local b = ARG0 + 1 + (ti - 1) * 3
@@ -12,8 +12,8 @@ for ti = 1, NT do
   local tk = tkey(ti, T_RECORD)
   local r = redis.call('HMGET', tk, 'state', 'delivery', 'attempt', 'cancel')
   if r[1] == 'RUNNING' and r[2] == eid and r[3] == attempt then
-    redis.call('HSET', tk, 'lease', NOW + lease_ms)
-    redis.call('ZADD', KEYS[K_RUNNING], NOW + lease_ms, id)
+    redis.call('HSET', tk, 'lease', lease_at)
+    redis.call('ZADD', KEYS[K_RUNNING], lease_at, id)
     table.insert(out, r[4] == '1' and 2 or 1)
   else
     table.insert(out, 0)

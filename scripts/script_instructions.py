@@ -1,0 +1,148 @@
+"""Count the CPU instructions Redis spends per task in read, claim and finalize (callgrind).
+
+On a shared, loaded machine CPU time moves by ±20% between runs; instructions do not (runs
+of one commit agree within ~2%). Starts a private redis-server under valgrind's callgrind on
+a free 127.0.0.1 port (never 6379), runs one warm-up round and one measured round of N no-op
+tasks (submitted 200 a call, then read, claimed and finalized as successes in batches through
+the gateway) and prints thousands of instructions (Ir) per task for each phase. Slow (~45 s);
+run it on two commits to compare.
+
+    .venv/bin/python scripts/script_instructions.py [--batch 8] [-n 400]
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import redis
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+from redis_cost import free_port  # noqa: E402
+
+PHASES = ("read", "claim", "finalize")
+
+
+def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server under callgrind and wait for PING."""
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={work}/cg.out",
+            "/usr/bin/redis-server",
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            *("--dir", work),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    client = redis.Redis(port=port)
+    for _ in range(600):
+        try:
+            client.ping()
+            return proc, port
+        except redis.ConnectionError:
+            time.sleep(0.1)
+    proc.kill()
+    raise RuntimeError("redis-server under valgrind did not start")
+
+
+async def rounds(port: int, pid: int, n: int, batch: int) -> None:
+    """Run a warm-up round and a measured one, with a callgrind dump after each phase."""
+    import redis.asyncio
+
+    from dtq.engine import gateway
+    from dtq.engine.direct import AsyncCaller
+    from dtq.engine.executor import Outcome
+    from dtq.engine.keys import Keys
+    from dtq.engine.submit import Submission, submit_many
+    from dtq_project.demo.tasks import add
+
+    caller = AsyncCaller(redis.asyncio.Redis(port=port, decode_responses=True))
+    keys, queues, worker = Keys("dtqir", 0), ["demo"], "script-ir"
+
+    def dump(label: str) -> None:
+        subprocess.run(
+            ["callgrind_control", "-d", label, str(pid)], capture_output=True, check=True
+        )
+
+    for _ in ("warm-up", "measured"):
+        for i in range(0, n, 200):
+            subs = [Submission(name=add.name, queue="demo", args=(j, 1)) for j in range(i, i + 200)]
+            submit_many(subs[: n - i])
+        dump("submitted")
+        reads, got = [], 0
+        while got < n:
+            entries, _ = await gateway.read(caller, keys, queues, worker, batch)
+            if not entries:
+                break
+            reads.append(entries)
+            got += len(entries)
+        dump("read")
+        claims = [await gateway.claim(caller, keys, queues, e, worker, 60000) for e in reads]
+        dump("claim")
+        for attempts in claims:
+            done = [(att, Outcome("success", "2", '{"attempt":1}')) for att in attempts]
+            decided = await gateway.finalize(caller, keys, done, True, worker)
+            if not all(d.state == "SUCCEEDED" for d in decided):
+                raise RuntimeError(f"finalize refused a success: {decided}")
+        dump("finalize")
+
+
+def totals(work: str) -> list[int]:
+    """Return the instruction count of each dump file, in dump order."""
+    files = sorted(
+        glob.glob(f"{work}/cg.out.*"), key=lambda f: int(f.rsplit(".", 1)[1].split("-")[0])
+    )
+    out = []
+    for path in files:
+        for line in Path(path).read_text().splitlines():
+            if line.startswith(("summary:", "totals:")):
+                out.append(int(line.split()[1]))
+                break
+    return out
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=400, help="tasks per round")
+    parser.add_argument("--batch", type=int, default=8, help="entries per read/claim/finalize")
+    opts = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="dtq-script-ir-")
+    proc, port = start(work)
+    try:
+        os.environ.update(
+            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
+            DTQ_KEY_PREFIX="dtqir",
+            DTQ_VAR_DIR=work,
+            DJANGO_SETTINGS_MODULE="dtq_project.settings",
+        )
+        import django
+
+        django.setup()
+        asyncio.run(rounds(port, proc.pid, opts.n, opts.batch))
+        time.sleep(0.5)  # the last dump is written asynchronously
+        measured = totals(work)[-len(PHASES) :]
+        line = "  ".join(
+            f"{p} {v / opts.n / 1000:6.1f}" for p, v in zip(PHASES, measured, strict=True)
+        )
+        print(f"kIr per task: {line}  (batch {opts.batch}, {opts.n} tasks)")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
