@@ -1,12 +1,17 @@
 """Bulk submission: Task.enqueue_many / aenqueue_many over the pipelined submit path."""
 
 import asyncio
+import dataclasses
+from datetime import timedelta
 
 import pytest
 
 import dtq
-from dtq.engine import direct
+from dtq.engine import direct, submit
+from dtq.engine.connection import get_client
 from dtq.engine.errors import InvalidTaskError, PayloadError
+from dtq.options import InvalidOption
+from tests.script_calls import Scripts
 from tests.testapp import tasks
 
 
@@ -122,3 +127,48 @@ def test_bulk_tasks_run_on_a_worker(dtq_env):
     assert dtq_env.worker("--burst").wait(60) == 0
     assert sorted(w["id"] for w in dtq_env.witnessed("record")) == sorted(r.id for r in results)
     assert [_refreshed(r).return_value for r in results] == list(range(5))
+
+
+def test_options_shared_by_items_are_checked_with_their_types(dtq_env):
+    # Checked once per distinct set of options: True == 1, but only 1 is a priority.
+    good = tasks.record.using(priority=1).submission((1,), {})
+    bad = dataclasses.replace(good, priority=True)
+    with pytest.raises(dtq.BulkSubmitError, match="nothing was submitted") as info:
+        submit.submit_many([good, bad, good])
+    assert sorted(info.value.errors) == [1]
+    assert isinstance(info.value.errors[1], InvalidOption)
+    assert info.value.errors[1].option == "priority"
+    assert _stream_len(dtq_env) == 0
+
+
+def _mixed_shapes() -> list[submit.Submission]:
+    return [
+        tasks.record.submission((0,), {}),
+        tasks.record.using(priority=50, run_after=timedelta(seconds=60)).submission((1,), {}),
+        tasks.record.using(timeout=5).submission((2,), {}),
+        tasks.record.submission((3,), {}),
+    ]
+
+
+def test_each_task_of_a_bulk_call_gets_its_own_shape(dtq_env):
+    outcomes = submit.submit_many(_mixed_shapes())
+    records = [dtq.TaskResult.load(o.id).record for o in outcomes]
+    assert [r["state"] for r in records] == ["QUEUED", "PENDING", "QUEUED", "QUEUED"]
+    assert [r["priority"] for r in records] == [0, 50, 0, 0]
+    assert [r["band"] for r in records] == [1, 0, 1, 1]
+    assert [r["payload"]["args"] for r in records] == [[0], [1], [2], [3]]
+    assert [r.get("timeout") for r in records] == [None, None, 5.0, None]
+    assert records[1]["run_after"] - records[1]["created_at"] == pytest.approx(60)
+    assert _stream_len(dtq_env) == 3
+    assert len(dtq_env.events("TASK_SUBMITTED")) == 4
+
+
+def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
+    ((key_list, argv, _),) = submit._calls(_mixed_shapes(), 0, {})
+    script = Scripts.of(get_client()).submit
+    first = script(keys=key_list, args=argv)
+    assert script(keys=key_list, args=argv) == first
+    assert first[0::4] == ["ok"] * 4 and first[2::4] == ["QUEUED", "PENDING", "QUEUED", "QUEUED"]
+    assert _stream_len(dtq_env) == 3
+    assert len(dtq_env.events("TASK_SUBMITTED")) == 4
+    assert (dtq_env.stats()["submitted"], dtq_env.stats()["active"]) == (4, 4)

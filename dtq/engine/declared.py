@@ -10,8 +10,11 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Iterable
+from typing import Any
 
 from django.conf import settings
+from django.core.signals import setting_changed
+from django.dispatch import receiver
 
 from dtq.conf import dtq_settings
 from dtq.engine import registry
@@ -50,12 +53,19 @@ def task_queues(task: object) -> list[str]:
     return names + [q for q in getattr(task, "queues", None) or () if q not in names]
 
 
+@functools.cache  # read on every submit; forgotten when TASKS changes (below)
 def _backend_queues() -> tuple[str, ...]:
     found: list[str] = []
     for config in (getattr(settings, "TASKS", None) or {}).values():
         if str(config.get("BACKEND", "")).startswith("dtq.backends."):
             found += [q for q in config.get("QUEUES") or () if isinstance(q, str)]
     return tuple(found)
+
+
+@receiver(setting_changed)
+def _forget_backend_queues(*, setting: str, **kwargs: Any) -> None:
+    if setting == "TASKS":
+        _backend_queues.cache_clear()
 
 
 def describe(names: Iterable[str]) -> list[str]:

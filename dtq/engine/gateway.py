@@ -169,19 +169,23 @@ class NewTask(NamedTuple):
 
 
 def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
-    """Return the submit.lua call for these tasks (one shard's, in reply order)."""
+    """Return the submit.lua call for these tasks (one shard's, in reply order).
+
+    What tasks share (queue, name, options, key...) is one shape, sent once per call; each
+    task sends its shape's number, its id and its payload.
+    """
     queues: list[str] = []
-    refs, args = [], []
+    refs: list[TaskRef] = []
+    per_task: list[Any] = []
+    shapes: dict[tuple[Any, ...], int] = {}
     for task in tasks:
         refs.append(TaskRef(task.id, task.queue, task.idempotency_key or ""))
-        args += [
+        shape = (
             layout.queue_index(queues, task.queue),
-            task.id,
             task.name,
             task.priority,
             task.band,
             task.max_attempts,
-            task.payload,
             task.delay_ms,
             task.expires_at,
             "" if task.timeout is None else task.timeout,
@@ -190,8 +194,11 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.fingerprint,
             task.max_depth,
             task.limits,
-        ]
-    return _build(keys, queues, refs, *args, name="submit")
+        )
+        number = shapes.setdefault(shape, len(shapes) + 1)
+        per_task += (number, task.id, task.payload)
+    shape_args = [field for shape in shapes for field in shape]
+    return _build(keys, queues, refs, len(shapes), *shape_args, *per_task, name="submit")
 
 
 def submit(client: Any, call: Call) -> list[Submitted]:

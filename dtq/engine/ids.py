@@ -16,7 +16,8 @@ _PAIRS = [a + b for a in _ALPHABET for b in _ALPHABET]  # every 10-bit value as 
 
 def _encode(number: int, width: int) -> str:
     """Return the low 5 x width bits of number in width characters (width is even)."""
-    return "".join(_PAIRS[(number >> shift) & 1023] for shift in range(5 * width - 10, -1, -10))
+    # A list, not a generator: join() makes one from a generator anyway (slower, per id).
+    return "".join([_PAIRS[(number >> shift) & 1023] for shift in range(5 * width - 10, -1, -10)])
 
 
 def new_id(shard: int = 0) -> str:

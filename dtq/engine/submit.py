@@ -97,6 +97,12 @@ class Accepted:
 
 def validate(sub: Submission) -> None:
     """Raise InvalidTaskError (InvalidOption for an option) when a submission breaks a limit."""
+    _check_options(sub)
+    _check_identity(sub)
+
+
+def _check_options(sub: Submission) -> None:
+    """Raise when the options a submission shares with others of its kind break a limit."""
     if not sub.name or len(sub.name) > MAX_NAME_LENGTH:
         raise InvalidTaskError(f"task name must be 1-{MAX_NAME_LENGTH} characters")
     check_queue(sub.queue)
@@ -110,15 +116,21 @@ def validate(sub: Submission) -> None:
     for part in ("base", "cap"):
         check_seconds(f"retry_{part}", sub.retry.get(part))
     check_jitter(sub.retry.get("jitter"))
+
+
+def _check_identity(sub: Submission) -> None:
+    """Raise when what names this one submission (its chosen id, its key) is not valid."""
     if sub.task_id is not None and not ids.is_valid(sub.task_id):
         raise InvalidTaskError(f"task_id is not a dtq id: {sub.task_id!r}")
     check_idempotency_key(sub.idempotency_key)
 
 
-def _new_task(sub: Submission, task_id: str) -> gateway.NewTask:
-    """Return what submit.lua needs of one validated submission (its payload encoded)."""
+def _new_task(sub: Submission, task_id: str, ctx: dict[str, Any]) -> gateway.NewTask:
+    """Return what submit.lua needs of one validated submission (its payload encoded).
+
+    ctx is the propagated context (propagation.capture) the task carries.
+    """
     s = dtq_settings
-    ctx = propagation.capture()
     payload = codec.encode_payload(
         sub.args, sub.kwargs, s.MAX_PAYLOAD_BYTES, ctx, sub.workflow, sub.workflow_member
     )
@@ -142,6 +154,31 @@ def _new_task(sub: Submission, task_id: str) -> gateway.NewTask:
         max_depth=s.max_depth(sub.queue),
         limits=sub.limits,
     )
+
+
+def _options_key(sub: Submission) -> tuple[Any, ...] | None:
+    """Return what _check_options reads of sub, with the types (None: a value is unhashable).
+
+    Submissions of one bulk call mostly share their options: checked once per distinct key.
+    The types are part of it because True == 1 and 1.0 == 1, but only 1 is a priority.
+    """
+    values = (
+        sub.name,
+        sub.queue,
+        sub.priority,
+        sub.max_attempts,
+        sub.delay,
+        sub.ttl,
+        sub.timeout,
+        *sub.retry,
+        *sub.retry.values(),
+    )
+    key = (values, tuple(map(type, values)))
+    try:
+        hash(key)
+    except TypeError:
+        return None
+    return key
 
 
 def _task_id(sub: Submission) -> tuple[str, int]:
@@ -173,11 +210,18 @@ def _calls(
     submission is left out and its error put in `errors` under offset + its position.
     """
     by_shard: dict[int, tuple[list[gateway.NewTask], list[int]]] = {}
+    checked: set[tuple[Any, ...]] = set()  # options keys already found valid in this call
+    ctx = propagation.capture()  # one caller, one moment: the same context for every task
     for position, sub in enumerate(subs):
         try:
-            validate(sub)
+            options = _options_key(sub)
+            if options is None or options not in checked:
+                _check_options(sub)
+                if options is not None:
+                    checked.add(options)
+            _check_identity(sub)
             task_id, shard = _task_id(sub)
-            task = _new_task(sub, task_id)
+            task = _new_task(sub, task_id, ctx)
         except (SubmitError, InvalidTaskError) as exc:
             errors[offset + position] = exc
             continue
@@ -196,7 +240,7 @@ def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list
     validate(sub)
     task_id, shard = _task_id(sub)
     keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
-    return gateway.submit_call(keys, [_new_task(sub, task_id)])
+    return gateway.submit_call(keys, [_new_task(sub, task_id, propagation.capture())])
 
 
 def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:

@@ -1,11 +1,13 @@
 -- submit.lua: accept tasks (QUEUED now, or PENDING until their run time), one or many a call.
 -- KEYS: lib layout with one block per queue and one task block per task (record, result,
 --   idempotency record).
--- ARGV after the header: 15 fields per task, in task-block order: 1 queue index, 2 task id,
---   3 task name, 4 priority, 5 band, 6 max attempts, 7 payload (JSON), 8 delay (ms, 0 = now),
---   9 expires at (ms, 0 = never), 10 timeout (s or ''), 11 retry policy (JSON),
---   12 idempotency key ('' = none), 13 payload fingerprint, 14 queue depth limit (0 = none),
---   15 flow-control limits (the record's 'lim', see lib.lua; '' = none)
+-- ARGV after the header: the number of shapes NS, NS shapes of 13 fields, then 3 fields per
+--   task in task-block order: its shape's number, task id, payload (JSON). A shape is what
+--   tasks of one bulk call mostly share, sent and prepared once: 1 queue index, 2 task name,
+--   3 priority, 4 band, 5 max attempts, 6 delay (ms, 0 = now), 7 expires at (ms, 0 = never),
+--   8 timeout (s or ''), 9 retry policy (JSON), 10 idempotency key ('' = none), 11 payload
+--   fingerprint, 12 queue depth limit (0 = none), 13 flow-control limits (the record's 'lim',
+--   see lib.lua; '' = none)
 -- Reply: the gateway's SUBMITTED fields per task (reply_submitted: kind, id, state, created):
 --   'ok', id, state, created at (ms, Redis clock) |
 --   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
@@ -13,7 +15,9 @@
 -- Each task is accepted or refused on its own, as if submitted alone in this order.
 -- A task id that already has a record is the same call sent again: 'ok', id, current state,
 -- its created at, and nothing is written for it.
--- Resend: that is the resend case: the same answer, nothing written twice.
+-- Resend: that is the resend case: the same answer, nothing written twice. One EXISTS over
+-- every task's record tells a first call (none exists) from a resend; only then is each
+-- record read (HMGET per task would cost every bulk call one command per task).
 -- Many tasks: index, counter and event writes go out once per key at the end; nothing here
 -- reads them back.
 -- Written with direct commands instead of lib.lua's generic move/count/emit/zset helpers:
@@ -24,8 +28,47 @@ local active = {}  -- queue index -> tasks counted as active, this call's includ
 local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per field at the end
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
-local events = {}
+local submitted = {}  -- this call's TASK_SUBMITTED events, one XADD at the end
 local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
+
+-- Records that already exist: none on a first call (the common case), so nothing is read
+-- per task; a resend (or an id reused) reads each record below.
+local records = {}
+for ti = 1, NT do records[ti] = tkey(ti, T_RECORD) end
+local resent = false
+for i = 1, NT, 400 do  -- 400 keys per command (unpack has a stack limit)
+  resent = resent or redis.call('EXISTS', unpack(records, i, math.min(i + 399, NT))) > 0
+end
+
+-- Each shape once: what its tasks' records, entries and events share.
+local NS = tonumber(ARGV[ARG0 + 1])
+local shapes = {}
+for si = 1, NS do
+  local b = ARG0 + 1 + (si - 1) * 13
+  local qi, name, delay = tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 6])
+  local expires_at, timeout, idem, lim = ARGV[b + 7], ARGV[b + 8], ARGV[b + 10], ARGV[b + 13]
+  local state = delay > 0 and 'PENDING' or 'QUEUED'
+  -- Strings, not numbers, for redis.call: Redis formats each number argument with %.17g,
+  -- whose slow path a millisecond time takes (see lib.lua's NOW_S).
+  local run_after = delay > 0 and string.format('%d', NOW + delay) or NOW_S
+  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
+  -- every reader takes a missing field as its default.
+  local fields = {'name', name, 'queue', qname(qi), 'priority', ARGV[b + 3], 'band', ARGV[b + 4],
+    'attempt', '0', 'max_attempts', ARGV[b + 5], 'created_at', NOW_S, 'retry', ARGV[b + 9],
+    'history_n', '0', 'run_after', run_after, 'state', state, 'updated_at', NOW_S}
+  local k = #fields
+  if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
+  if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
+  if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
+  if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
+  if state == 'QUEUED' then fields[k + 1], fields[k + 2] = 'enqueued_at', NOW_S end
+  shapes[si] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state, idem = idem,
+    fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
+    -- the TASK_SUBMITTED event's text after the task id
+    tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' ..
+      NOW_S .. ',"name":' .. cjson.encode(name) .. '}'}
+end
+local TASKS0 = ARG0 + 1 + NS * 13  -- task fields start at ARGV[TASKS0 + 1]
 
 local function add_index(key, score, member)
   local t = index[key]
@@ -39,35 +82,33 @@ end
 
 -- Accept one task, or return why not (the reply's three fields).
 local function accept(ti, b)
-  local qi = tonumber(ARGV[b + 1])
-  local id, name, priority, band = ARGV[b + 2], ARGV[b + 3], ARGV[b + 4], ARGV[b + 5]
-  local max_attempts, payload, delay = ARGV[b + 6], ARGV[b + 7], tonumber(ARGV[b + 8])
-  local expires_at, timeout, retry = ARGV[b + 9], ARGV[b + 10], ARGV[b + 11]
-  local idem, fingerprint, max_depth = ARGV[b + 12], ARGV[b + 13], tonumber(ARGV[b + 14])
-  local lim = ARGV[b + 15]
-  local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
+  local shape, id, payload = shapes[tonumber(ARGV[b + 1])], ARGV[b + 2], ARGV[b + 3]
+  local qi, idem = shape.qi, shape.idem
+  local tk, ik = records[ti], tkey(ti, T_IDEM)
 
   -- redis-py resends a call whose reply a dropped connection lost (Redis restarted after the
   -- write). Writing again would add a second stream entry, count the task twice and reset a
   -- task that already started: answer as the first call did instead.
-  local prior = redis.call('HMGET', tk, 'state', 'created_at')
-  if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+  if resent then
+    local prior = redis.call('HMGET', tk, 'state', 'created_at')
+    if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+  end
 
   if idem ~= '' then
     -- The record carries its task's progress, so no other task's key is needed here.
     local rec = redis.call('HMGET', ik, 'task', 'fp', 'state')
     if rec[1] then
-      if rec[2] ~= fingerprint then return 'conflict', rec[1] end
+      if rec[2] ~= shape.fingerprint then return 'conflict', rec[1] end
       if rec[3] == 'processing' then return 'in_progress', rec[1] end
       return 'duplicate', rec[1]
     end
   end
 
-  if max_depth > 0 then
+  if shape.max_depth > 0 then
     if not active[qi] then
       active[qi] = tonumber(redis.call('HGET', qkey(qi, Q_STATS), 'active') or '0')
     end
-    if active[qi] >= max_depth then return 'full', active[qi] end
+    if active[qi] >= shape.max_depth then return 'full', active[qi] end
   end
   if active[qi] then active[qi] = active[qi] + 1 end
 
@@ -80,45 +121,27 @@ local function accept(ti, b)
   end
   c[1] = c[1] + 1
 
-  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
-  -- every reader takes a missing field as its default.
-  local fields = {'id', id, 'name', name, 'queue', qname(qi), 'priority', priority,
-    'band', band, 'attempt', 0, 'max_attempts', max_attempts, 'payload', payload,
-    'created_at', NOW, 'retry', retry, 'history_n', 0, 'run_after', NOW + delay}
-  local k = #fields
-  if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
-  if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
-  if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
-  if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
-  local state
-  if delay > 0 then
-    state = 'PENDING'
-    add_index(KEYS[K_SCHEDULE], NOW + delay, id)
-    add_index(qkey(qi, IX_PENDING), NOW, id)
-    fields[k + 1], fields[k + 2] = 'delivery', ''
-    k = k + 2
+  local state, delivery = shape.state, ''
+  if state == 'PENDING' then
+    add_index(KEYS[K_SCHEDULE], shape.run_after, id)
+    add_index(qkey(qi, IX_PENDING), NOW_S, id)
   else
-    state = 'QUEUED'
     c[2] = c[2] + 1
-    add_index(qkey(qi, IX_QUEUED), NOW, id)
-    fields[k + 1], fields[k + 2] = 'delivery', add_entry(id, qi, band, 1, idem)
-    fields[k + 3], fields[k + 4] = 'enqueued_at', NOW
-    k = k + 4
+    add_index(qkey(qi, IX_QUEUED), NOW_S, id)
+    delivery = add_entry(id, qi, shape.band, 1, idem)
   end
-  fields[k + 1], fields[k + 2], fields[k + 3], fields[k + 4] = 'state', state, 'updated_at', NOW
-  redis.call('HSET', tk, unpack(fields))
-  events[#events + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. '","queue":"' .. qname(qi) ..
-    '","state":"' .. state .. '","attempt":0,"ts":' .. NOW .. ',"name":' .. cjson.encode(name) .. '}'
+  redis.call('HSET', tk, 'id', id, 'payload', payload, 'delivery', delivery, unpack(shape.fields))
+  submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. shape.tail
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
-    redis.call('HSET', ik, 'task', id, 'fp', fingerprint, 'state', 'processing')
+    redis.call('HSET', ik, 'task', id, 'fp', shape.fingerprint, 'state', 'processing')
   end
   return 'ok', id, state, NOW
 end
 
 for ti = 1, NT do
-  local kind, rid, state, created = accept(ti, ARG0 + (ti - 1) * 15)
+  local kind, rid, state, created = accept(ti, TASKS0 + (ti - 1) * 3)
   reply_submitted(out, kind, rid, state, created)
 end
 
@@ -128,11 +151,11 @@ for _, key in ipairs(index_keys) do
     redis.call('ZADD', key, unpack(t, i, math.min(i + 399, #t)))
   end
 end
-if #events == 1 then
-  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', events[1])
-elseif #events > 1 then
+if #submitted == 1 then
+  redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', submitted[1])
+elseif #submitted > 1 then
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e',
-    '[' .. table.concat(events, ',') .. ']')
+    '[' .. table.concat(submitted, ',') .. ']')
 end
 -- The counters move() would count: active, submitted, queued (QUEUED only), in the queue's
 -- stats and the per-minute throughput bucket ((re)armed for two hours when a field is new).
