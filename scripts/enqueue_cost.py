@@ -13,7 +13,6 @@ the robust figure. Run it on two commits alternately to compare.
 from __future__ import annotations
 
 import argparse
-import os
 import shutil
 import statistics
 import sys
@@ -26,7 +25,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import start_redis  # noqa: E402
+from redis_cost import setup_in_process, start_redis  # noqa: E402
 
 Phase = Callable[[int], None]
 
@@ -49,15 +48,7 @@ def main() -> None:
     proc, client = start_redis(work)
     try:
         port = int(client.connection_pool.connection_kwargs["port"])
-        os.environ.update(
-            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-            DTQ_KEY_PREFIX="dtqenqueue",
-            DTQ_VAR_DIR=work,
-            DJANGO_SETTINGS_MODULE="dtq_project.settings",
-        )
-        import django
-
-        django.setup()
+        setup_in_process(port, "dtqenqueue", work)
         from dtq_project.demo.tasks import add
 
         def server_cpu() -> float:

@@ -75,6 +75,24 @@ def start_redis(work: str) -> tuple[subprocess.Popen[bytes], redis.Redis]:
     raise RuntimeError("redis-server did not start")
 
 
+def dtq_env(port: int, prefix: str, work: str) -> dict[str, str]:
+    """Return the environment variables that point dtq at a private server."""
+    return {
+        "DTQ_REDIS_URL": f"redis://127.0.0.1:{port}/0",
+        "DTQ_KEY_PREFIX": prefix,
+        "DTQ_VAR_DIR": work,
+        "DJANGO_SETTINGS_MODULE": "dtq_project.settings",
+    }
+
+
+def setup_in_process(port: int, prefix: str, work: str) -> None:
+    """Point this process's dtq at a private server and set Django up."""
+    os.environ.update(dtq_env(port, prefix, work))
+    import django
+
+    django.setup()
+
+
 def snapshot(client: redis.Redis) -> tuple[float, dict[str, tuple[int, int]]]:
     """Return (cpu seconds user + sys, {command: (calls, usec)})."""
     cpu = client.info("cpu")
@@ -212,13 +230,7 @@ def main() -> None:
     proc, client = start_redis(work)
     try:
         port = client.connection_pool.connection_kwargs["port"]
-        env = dict(
-            os.environ,
-            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-            DTQ_KEY_PREFIX=PREFIX,
-            DTQ_VAR_DIR=work,
-            DJANGO_SETTINGS_MODULE="dtq_project.settings",
-        )
+        env = {**os.environ, **dtq_env(port, PREFIX, work)}
         subprocess.run(
             [sys.executable, "manage.py", "migrate", "-v", "0"], env=env, cwd=ROOT, check=True
         )

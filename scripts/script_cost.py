@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import asyncio
-import os
 import statistics
 import sys
 import tempfile
@@ -23,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import start_redis  # noqa: E402
+from redis_cost import setup_in_process, start_redis  # noqa: E402
 
 PER_ROUND = 400
 
@@ -87,15 +86,7 @@ def main() -> None:
     proc, client = start_redis(work)
     try:
         port = int(client.connection_pool.connection_kwargs["port"])
-        os.environ.update(
-            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-            DTQ_KEY_PREFIX="dtqscript",
-            DTQ_VAR_DIR=work,
-            DJANGO_SETTINGS_MODULE="dtq_project.settings",
-        )
-        import django
-
-        django.setup()
+        setup_in_process(port, "dtqscript", work)
         phases = asyncio.run(measure(port, opts.rounds, opts.batch))
         for phase, values in phases.items():
             print(

@@ -15,7 +15,6 @@ from __future__ import annotations
 import argparse
 import asyncio
 import glob
-import os
 import subprocess
 import sys
 import tempfile
@@ -28,7 +27,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import free_port  # noqa: E402
+from redis_cost import free_port, setup_in_process  # noqa: E402
 
 PHASES = ("read", "claim", "finalize")
 
@@ -123,15 +122,7 @@ def main() -> None:
     work = tempfile.mkdtemp(prefix="dtq-script-ir-")
     proc, port = start(work)
     try:
-        os.environ.update(
-            DTQ_REDIS_URL=f"redis://127.0.0.1:{port}/0",
-            DTQ_KEY_PREFIX="dtqir",
-            DTQ_VAR_DIR=work,
-            DJANGO_SETTINGS_MODULE="dtq_project.settings",
-        )
-        import django
-
-        django.setup()
+        setup_in_process(port, "dtqir", work)
         asyncio.run(rounds(port, proc.pid, opts.n, opts.batch))
         time.sleep(0.5)  # the last dump is written asynchronously
         measured = totals(work)[-len(PHASES) :]
