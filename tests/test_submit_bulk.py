@@ -5,6 +5,7 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
+import redis
 
 import dtq
 from dtq.engine import direct, submit
@@ -109,8 +110,11 @@ def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
 def test_bulk_resends_after_a_dropped_connection_without_duplicates(dtq_env, monkeypatch, chunk):
     monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", chunk)
     tasks.record.enqueue_many([((0,), {})])  # this thread now holds its own connection
-    host, port = direct._pinned.held[2]._sock.getsockname()[:2]
-    dtq_env.client.client_kill(f"{host}:{port}")
+    sock = direct._pinned.held[2]._sock
+    host, port = sock.getsockname()[:2]
+    server_host, server_port = sock.getpeername()[:2]  # with shards on a cluster: any primary
+    with redis.Redis(server_host, server_port) as server:
+        server.client_kill(f"{host}:{port}")
     results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
     assert len({r.id for r in results}) == 5
     assert _stream_len(dtq_env) == 6

@@ -308,9 +308,13 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     calls = [
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
-    client = get_client()
-    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
-    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
+    script_calls = [(keys, argv) for _, (keys, argv, _) in calls]
+    replies: list[list[gateway.Submitted] | Exception] = [[] for _ in calls]
+    for client, places in gateway.by_primary(get_client(), script_calls):  # one on one server
+        answers = gateway.submit_many(client, [script_calls[p] for p in places])
+        durable.confirm_submit(client, f"{len(subs)} submitted task(s)")  # WAIT on its own link
+        for place, answer in zip(places, answers, strict=True):
+            replies[place] = answer
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):
