@@ -53,17 +53,14 @@ def cpu_of(clients: dict[int, redis.Redis]) -> dict[int, float]:
     return {port: cost.snapshot(client)[0] for port, client in clients.items()}
 
 
-def run(label: str, env: dict[str, str], servers: dict[int, redis.Redis], opts: Any) -> None:
-    """Submit and drain n tasks; print wall rates and each server's CPU per task."""
+def run(
+    label: str, port: int, env: dict[str, str], servers: dict[int, redis.Redis], opts: Any
+) -> None:
+    """Submit and drain n tasks through the server on port (and env: Cluster, shards); print
+    wall rates and each server's CPU per task."""
     work = tempfile.mkdtemp(prefix="dtq-cluster-cost-")
-    environ = dict(
-        os.environ,
-        DTQ_KEY_PREFIX=f"{cost.PREFIX}{time.time_ns()}",  # a fresh key space per run
-        DTQ_VAR_DIR=work,
-        DJANGO_SETTINGS_MODULE="dtq_project.settings",
-        PYTHONPATH=str(ROOT),
-        **env,
-    )
+    prefix = f"{cost.PREFIX}{time.time_ns()}"  # a fresh key space per run
+    environ = dict(os.environ, **cost.dtq_env(port, prefix, work), PYTHONPATH=str(ROOT), **env)
     each = opts.n // opts.submitters
     n = each * opts.submitters
     try:
@@ -129,8 +126,7 @@ def main() -> None:
     proc, client = cost.start_redis(work)
     try:
         port = client.connection_pool.connection_kwargs["port"]
-        env = {"DTQ_REDIS_URL": f"redis://127.0.0.1:{port}/0"}
-        run("one server        ", env, {port: client}, opts)
+        run("one server        ", port, {}, {port: client}, opts)
     finally:
         proc.kill()
         proc.wait()
@@ -148,12 +144,9 @@ def main() -> None:
         seed = primaries[idle[0]] if idle else next(iter(primaries.values()))
         seed_port = seed.connection_pool.connection_kwargs["port"]
         for shards in opts.shards:
-            env = {
-                "DTQ_REDIS_URL": f"redis://127.0.0.1:{seed_port}/0",
-                "DTQ_REDIS_CLUSTER": "1",
-                "DTQ_SHARDS": str(shards),
-            }
-            run(f"cluster, {shards} shard{'s' if shards > 1 else ' '}", env, primaries, opts)
+            env = {"DTQ_REDIS_CLUSTER": "1", "DTQ_SHARDS": str(shards)}
+            label = f"cluster, {shards} shard{'s' if shards > 1 else ' '}"
+            run(label, seed_port, env, primaries, opts)
     finally:
         cluster.stop()
 
