@@ -3,7 +3,7 @@ VENV ?= .venv
 PY := $(VENV)/bin/python
 STAMP := $(VENV)/.installed-stamp
 
-.PHONY: help venv chromium demo test test-scaleout test-cluster test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
+.PHONY: help venv chromium demo test test-scaleout test-cluster test-shards test-shards-cluster test-fast test-django52 test-django60 test-py313 test-matrix django-suite lint chaos chaos-short bench bench-smoke clean
 
 help:
 	@echo "make demo   - start an embedded Redis (or use DTQ_REDIS_URL), run worker+scheduler+reaper, submit demo tasks"
@@ -15,6 +15,7 @@ help:
 	@echo "make bench  - benchmark dtq against django-vtasks, django-tasks-redis, Celery, RQ, Dramatiq, Huey, arq, taskiq, saq"
 	@echo "make test-scaleout - the Redis Cluster and Sentinel tests (their own servers on ports 17000-17099)"
 	@echo "make test-cluster - the engine, worker, control and backend tests on a local Redis Cluster"
+	@echo "make test-shards - those tests with every queue spread over 3 shards (test-shards-cluster: on the cluster)"
 	@echo "make chaos  - fault-injection suite, 5 min of load under faults (SEED=n to replay)"
 
 $(STAMP): requirements.txt pyproject.toml
@@ -48,7 +49,8 @@ test: $(STAMP) chromium
 
 # Redis Cluster and Sentinel (docs/scaling.md): the tests start their own redis-server
 # processes on 127.0.0.1:17000-17099; `make test` skips them (DTQ_TEST_SCALEOUT unset).
-SCALEOUT_TESTS := tests/test_sentinel.py tests/test_cluster.py tests/test_failover_load.py
+SCALEOUT_TESTS := tests/test_sentinel.py tests/test_cluster.py tests/test_failover_load.py \
+	tests/chaos/test_chaos_failover.py
 test-scaleout: $(STAMP)
 	DTQ_TEST_SCALEOUT=1 $(PY) -m pytest $(SCALEOUT_TESTS) $(PYTEST_ARGS)
 
@@ -58,6 +60,20 @@ CLUSTER_TESTS := tests/test_submit.py tests/test_submit_bulk.py tests/test_worke
 	tests/test_backend_bulk.py tests/test_backend_conformance.py
 test-cluster: $(STAMP)
 	DTQ_TEST_CLUSTER=1 $(PY) -m pytest $(CLUSTER_TESTS) $(PYTEST_ARGS)
+
+# The same tests with every queue spread over 3 shards (docs/scaling.md); test-shards-cluster
+# runs them on the local cluster (make test-cluster's, ports 17090-17095), where the shards'
+# slots are on two primaries. Tests of a guarantee kept per shard (marker one_shard) are
+# skipped there.
+SHARDS_TESTS := tests/test_submit.py tests/test_submit_bulk.py tests/test_worker.py \
+	tests/test_crash.py tests/test_duplicates.py tests/test_ops_cancel.py tests/test_backend.py \
+	tests/test_backend_bulk.py tests/test_periodic_*.py tests/test_flow_control.py \
+	tests/test_shards.py
+test-shards: $(STAMP)
+	DTQ_TEST_SHARDS=3 $(PY) -m pytest $(SHARDS_TESTS) $(PYTEST_ARGS)
+
+test-shards-cluster: $(STAMP)
+	DTQ_TEST_SHARDS=3 DTQ_TEST_CLUSTER=1 $(PY) -m pytest $(SHARDS_TESTS) $(PYTEST_ARGS)
 
 # The Django/Python matrix (docs/django-tasks.md, "What runs where"), each cell its own venv:
 # Django 5.2 LTS + the django-tasks backport and Django 6.0 on Python 3.12, the pinned 6.1 on
@@ -110,10 +126,12 @@ bench-smoke:
 	bench/.venv/bin/python bench/run.py --smoke
 
 # Fault injection (docs/reliability.md). SEED=n replays one run, SEEDS=n runs n random seeds,
-# CHAOS_DURATION=s changes the length of the faulted load (default 300 s).
+# CHAOS_DURATION=s changes the length of the faulted load (default 300 s), CHAOS_TOPOLOGY=cluster
+# or sentinel runs it on a local Redis Cluster or behind Sentinel, with primary failovers.
 chaos: $(STAMP)
 	$(PY) -m tests.chaos.run --duration $(or $(CHAOS_DURATION),300) \
-		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) $(CHAOS_ARGS)
+		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) \
+		$(if $(CHAOS_TOPOLOGY),--topology $(CHAOS_TOPOLOGY)) $(CHAOS_ARGS)
 
 # The CI-sized variant (also part of `make test`).
 chaos-short: $(STAMP)

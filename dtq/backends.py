@@ -42,7 +42,7 @@ from dtq.djtasks import (
     recorded_task,
     result_from_record,
 )
-from dtq.engine import ids, read_side, registry
+from dtq.engine import read_side, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME
 from dtq.engine.state import TaskState
@@ -56,6 +56,7 @@ from dtq.engine.submit import (
     prepare_many,
     submit,
     submit_many,
+    with_task_id,
 )
 from dtq.options import TaskOptions
 
@@ -295,7 +296,7 @@ class DtqBackend(_DtqOptions):
         The id is chosen now, so the result can be kept; reading it fails until the commit.
         """
         self.validate_task(task)
-        sub = submission(task, args, kwargs, task_id=ids.new_id(0))
+        sub = with_task_id(submission(task, args, kwargs))
         prepare(sub)  # validate and encode now: a bad argument fails here, not at commit
         result = self._accepted(task, sub, Accepted(str(sub.task_id), _first_state(sub)), False)
         self.on_commit(task, partial(self._submit_committed, result, sub))
@@ -401,7 +402,8 @@ def _submissions(task: Task, calls: Iterable[Call], new_ids: bool = False) -> li
                 f"item {i}: expected (a tuple or list of arguments, a dict of keyword "
                 f"arguments), got ({type(args).__name__}, {type(kwargs).__name__})"
             )
-        subs.append(submission(task, args, kwargs, task_id=ids.new_id(0) if new_ids else None))
+        sub = submission(task, args, kwargs)
+        subs.append(with_task_id(sub) if new_ids else sub)
     return subs
 
 

@@ -137,12 +137,11 @@ def consuming(att: Any) -> Iterator[None]:
 
 def _mark_reclaim(span: Any, att: Any) -> None:
     """Add a "reclaimed" event when the attempt before this one was lost by its worker."""
-    from dtq.engine import codec
-    from dtq.engine.connection import get_client
-    from dtq.engine.read_side.tasks import keys_for
+    from dtq.engine import codec, shards
 
     try:
-        raw = get_client().hget(keys_for(att.id).task(att.id), "history")
+        keys = shards.of_task(att.id)
+        raw = shards.client(keys.shard).hget(keys.task(att.id), "history")
         last = (codec.loads(raw) or [{}])[-1] if raw else {}
     except Exception as exc:  # a trace detail never fails the task
         log.debug("task_id=%s: history not read for the trace: %s", att.id, exc)

@@ -18,10 +18,26 @@ def keys(shard: int = 0) -> Keys:
     return Keys(dtq_settings.KEY_PREFIX, shard)
 
 
+def _on(client: Any, shard: int) -> Any:
+    """The client reaching a shard: the one given, unless the shard is on another primary."""
+    return (
+        client if shard == shards.HOME or not dtq_settings.REDIS_CLUSTER else shards.client(shard)
+    )
+
+
 def claim_by_hand(
-    queue: str = "tests", n: int = 1, worker: str = "ghost", shard: int = 0
+    queue: str = "tests", n: int = 1, worker: str = "ghost", shard: int | None = None
 ) -> list[dict[str, Any]]:
-    """Read and claim up to n entries of a shard like a worker that then never heartbeats."""
+    """Read and claim up to n entries like a worker that then never heartbeats.
+
+    From one shard, or (None) from every shard in order, each for what the ones before left.
+    """
+    if shard is None:
+        claimed: list[dict[str, Any]] = []
+        for each in shards.numbers():
+            if len(claimed) < n:
+                claimed += claim_by_hand(queue, n - len(claimed), worker, each)
+        return claimed
     client = shards.client(shard)
     scripts = Scripts.of(client)
     k, argv = layout.build(keys(shard), [queue], layout=layout.of("read"))
@@ -75,7 +91,7 @@ def finalize_by_hand(
     return 1 if reply[0] else 0  # reply: (state decided, resent); '' when fenced out
 
 
-def dead_letter_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
+def dead_letter_by_hand(count: int, queue: str = "tests", shard: int | None = None) -> list[str]:
     """Claim and permanently fail `count` queued tasks of queue on a shard; return their ids."""
     done = []
     for claimed in claim_by_hand(queue, count, shard=shard):
@@ -84,7 +100,7 @@ def dead_letter_by_hand(count: int, queue: str = "tests", shard: int = 0) -> lis
     return done
 
 
-def fail_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
+def fail_by_hand(count: int, queue: str = "tests", shard: int | None = None) -> list[str]:
     """Claim and permanently fail `count` queued tasks as with DLQ_ENABLED off (FAILED)."""
     done = []
     for claimed in claim_by_hand(queue, count, shard=shard):
@@ -94,8 +110,13 @@ def fail_by_hand(count: int, queue: str = "tests", shard: int = 0) -> list[str]:
 
 
 def events(client: Any, kind: str | None = None, task_id: str | None = None) -> list[dict]:
-    """Return lifecycle events, oldest first, filtered by type and task."""
-    rows = events_of.decode(client.xrange(keys().events))
+    """Return lifecycle events of every shard, oldest first, filtered by type and task."""
+    rows = [
+        row
+        for k in shards.every()
+        for row in events_of.decode(_on(client, k.shard).xrange(k.events))
+    ]
+    rows.sort(key=lambda row: tuple(int(part) for part in row["id"].split("-")))
     return [
         r
         for r in rows
@@ -105,7 +126,10 @@ def events(client: Any, kind: str | None = None, task_id: str | None = None) -> 
 
 def orphans(client: Any, queue: str = "tests") -> list[str]:
     """Return every broken link between records, streams, PELs, schedule and indexes."""
-    k = keys()
+    return [p for k in shards.every() for p in _orphans_in(_on(client, k.shard), k, queue)]
+
+
+def _orphans_in(client: Any, k: Keys, queue: str) -> list[str]:
     problems = []
     entries: dict[str, str] = {}
     for band in BANDS:

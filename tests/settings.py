@@ -68,6 +68,7 @@ DTQ = {
     "REDIS_URL": os.environ.get("DTQ_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "REDIS_CLUSTER": os.environ.get("DTQ_REDIS_CLUSTER") == "1",  # make test-cluster
     "KEY_PREFIX": os.environ.get("DTQ_KEY_PREFIX", "dtqtest"),
+    "SHARDS": int(os.environ.get("DTQ_TEST_SHARDS", "1")),  # make test-shards
     "HEARTBEAT_INTERVAL": 0.2,
     "LEASE_TIMEOUT": 1.5,
     "VISIBILITY_TIMEOUT": 4,

@@ -63,6 +63,7 @@ def test_a_malformed_item_is_invalid_task(dtq_env):
         enqueue_many(dj.add, [(1, 2, 3)])
 
 
+@pytest.mark.one_shard  # QUEUE_MAX_DEPTH counts per shard
 def test_a_full_queue_refuses_the_rest(dtq_env):
     dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 1})
     with pytest.raises(dtq.BulkSubmitError, match="1 of 2 submissions refused") as info:

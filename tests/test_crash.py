@@ -39,9 +39,13 @@ def start_doomed_worker(env: Env, failpoint: str) -> subprocess.Popen[bytes]:
 
 
 def pending_owners(env: Env, band: int = 1) -> list[str]:
-    """Return the consumer of every unacknowledged entry of the tests queue's band."""
-    rows = env.client.xpending_range(env.keys.stream("tests", band), GROUP, "-", "+", 100)
-    return [row["consumer"] for row in rows]
+    """Return the consumer of every unacknowledged entry of the tests queue's band (all shards)."""
+    return [
+        row["consumer"]
+        for keys, client in env.every_shard()
+        if client.exists(keys.stream("tests", band))
+        for row in client.xpending_range(keys.stream("tests", band), GROUP, "-", "+", 100)
+    ]
 
 
 # failpoint, state right after the crash, handler runs in all, final attempt, outcomes
@@ -157,5 +161,6 @@ def test_task_that_kills_every_worker_is_dead_lettered(dtq_env: Env) -> None:
     assert [h["outcome"] for h in result.history] == ["lost"] * 3
     assert [row["attempt"] for row in dtq_env.witnessed("crasher")] == [1, 2, 3]
     assert sum(proc.returncode == KILLED for proc in workers) == 3
-    assert dtq_env.client.xlen(dtq_env.keys.dlq("tests")) == 1
+    keys = dtq_env.keys_of(result.id)
+    assert dtq_env.client_of(keys).xlen(keys.dlq("tests")) == 1
     assert dtq_env.leftovers() == SETTLED

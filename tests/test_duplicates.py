@@ -29,8 +29,17 @@ def finished(result: dtq.TaskResult) -> Any:
 
 
 def inject(env: Env, fields: dict[str, Any], band: int = NORMAL_BAND) -> str:
-    """XADD an entry to the tests queue by hand, as a crash or a bug could leave it."""
-    return str(env.client.xadd(env.keys.stream("tests", band), fields))
+    """XADD an entry to the tests queue by hand, as a crash or a bug could leave it.
+
+    It goes to the shard of the task it names (HOME when it names none).
+    """
+    keys = env.keys_of(fields["t"]) if ids.is_valid(fields.get("t")) else env.keys
+    return str(env.client_of(keys).xadd(keys.stream("tests", band), fields))
+
+
+def stream_len(env: Env, band: int) -> int:
+    """Return how many entries the tests queue's band holds, in every shard."""
+    return env.total(lambda client, keys: client.xlen(keys.stream("tests", band)))
 
 
 def absorbed_states(env: Env) -> dict[str, str]:
@@ -50,7 +59,7 @@ def test_stale_entry_of_a_queued_task_is_absorbed(dtq_env: Env) -> None:
     assert len(dtq_env.witnessed("record")) == 1
     assert absorbed_states(dtq_env) == {stale: "QUEUED"}
     assert dtq_env.stats()["absorbed"] == 1
-    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", HIGH_BAND)) == 0
+    assert stream_len(dtq_env, HIGH_BAND) == 0
     assert dtq_env.leftovers() == SETTLED
 
 
@@ -58,12 +67,10 @@ def test_stale_entry_with_the_same_id_in_another_band_is_absorbed(dtq_env: Env) 
     # Entry ids are unique per stream only: an entry of another band can carry the very id
     # of the task's delivery (two XADDs in one millisecond). It must still be absorbed.
     result = tasks.record.enqueue("once")
-    delivery = dtq_env.client.hget(dtq_env.keys.task(result.id), "delivery")
-    stale = str(
-        dtq_env.client.xadd(
-            dtq_env.keys.stream("tests", HIGH_BAND), {"t": result.id, "a": 1}, id=delivery
-        )
-    )
+    keys = dtq_env.keys_of(result.id)
+    client = dtq_env.client_of(keys)
+    delivery = client.hget(keys.task(result.id), "delivery")
+    stale = str(client.xadd(keys.stream("tests", HIGH_BAND), {"t": result.id, "a": 1}, id=delivery))
     assert stale == delivery
     dtq_env.worker()
     wait_for(finished(result))
@@ -107,7 +114,7 @@ def test_entries_of_finished_and_unknown_tasks_are_absorbed(dtq_env: Env) -> Non
     assert len(dtq_env.witnessed("record")) == 1
     result.refresh()
     assert result.record == before
-    assert dtq_env.client.xlen(dtq_env.keys.stream("tests", NORMAL_BAND)) == 0
+    assert stream_len(dtq_env, NORMAL_BAND) == 0
     assert dtq_env.leftovers() == SETTLED
 
 

@@ -115,7 +115,8 @@ def test_a_killed_worker_frees_its_slots_within_one_lease(dtq_env: Any) -> None:
     victim = dtq_env.worker("--concurrency", "4")
     wait_for(lambda: len(dtq_env.witnessed("pair_limited")) == 2)
     later = [tasks.pair_limited.enqueue(0.05) for _ in range(4)]
-    wait_for(lambda: dtq_env.client.zcard(dtq_env.keys.limit_wait("tests")) == 4)
+    line = dtq_env.keys_of(later[0].id)  # a limit line's tasks share one shard
+    wait_for(lambda: dtq_env.client_of(line).zcard(line.limit_wait("tests")) == 4)
     # The rescuer (a worker and a reaper) is up before the kill: its start-up is not timed.
     dtq_env.worker("--concurrency", "4", "--with-reaper")
     wait_for(lambda: dtq_env.client.zcard(dtq_env.keys.workers) == 2, timeout=30)
@@ -194,7 +195,8 @@ def test_django_tasks_take_the_limit_options(dtq_env: Any) -> None:
 
     first = django_tasks.dj_serialized.enqueue("a1", 0)
     second = django_tasks.dj_serialized.enqueue(account="a1", seq=1)
-    record = dtq_env.client.hgetall(dtq_env.keys.task(second.id))
+    task_keys = dtq_env.keys_of(second.id)
+    record = dtq_env.client_of(task_keys).hgetall(task_keys.task(second.id))
     assert record["lim"] == "1||||a1"
     dtq_env.worker("--concurrency", "4")
     wait_for(lambda: len(dtq_env.witnessed("dj_serialized")) == 2)

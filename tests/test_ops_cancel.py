@@ -14,7 +14,7 @@ from dtq.engine.errors import InvalidOperation
 from dtq.engine.reaper import Reaper
 from dtq.models import AuditEntry
 from tests.conftest import wait_for
-from tests.ops_support import ACTOR, claim_by_hand, events, finalize_by_hand, keys, orphans
+from tests.ops_support import ACTOR, claim_by_hand, events, finalize_by_hand, orphans
 from tests.testapp import tasks
 
 # Audit rows are committed on a connection of their own, outside the test's transaction.
@@ -47,7 +47,7 @@ def test_waiting_tasks_are_cancelled_at_once(dtq_env, kind):
     result.refresh()
     assert result.state == dtq.TaskState.CANCELLED
     assert result.error == {"class": "dtq.TaskCancelled", "message": "not needed"}
-    assert dtq_env.client.zcard(keys().schedule) == 0
+    assert dtq_env.total(lambda client, k: client.zcard(k.schedule)) == 0
     assert orphans(dtq_env.client) == []
     assert [e["reason"] for e in events(dtq_env.client, "TASK_CANCELLED")] == ["not needed"]
     assert dtq_env.stats()["active"] == 0
@@ -158,7 +158,9 @@ def test_cancel_requested_before_a_reclaim_is_honoured_at_the_next_claim(dtq_env
     assert claim_by_hand() == []  # claim.lua cancels it instead of starting attempt 2
     assert state_of(result) == dtq.TaskState.CANCELLED
     assert len(events(dtq_env.client, "TASK_CANCELLED", result.id)) == 1
-    assert dtq_env.client.hget(keys().idempotency("tests", "cancel-at-claim"), "state") == "failed"
+    task_keys = dtq_env.keys_of(result.id)  # the key's shard, where its task went
+    idem = task_keys.idempotency("tests", "cancel-at-claim")
+    assert dtq_env.client_of(task_keys).hget(idem, "state") == "failed"
     assert orphans(dtq_env.client) == []
 
 

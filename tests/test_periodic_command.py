@@ -95,7 +95,8 @@ def test_pause_and_resume_are_audited_and_skip_the_paused_slots(beat):
 def test_run_now_submits_a_firing_for_now(beat, dtq_env):
     out = run("run-now", "beat", "--reason", "backfill")
     task_id = out.split()[-1]
-    record = dtq_env.client.hgetall(keys().task(task_id))
+    task_keys = dtq_env.keys_of(task_id)
+    record = dtq_env.client_of(task_keys).hgetall(task_keys.task(task_id))
     assert record["idem"].startswith("dtq.periodic:beat:") and record["idem"].endswith(":now")
     assert fired()[0]["task"] == task_id and fired()[0]["reason"] == "run now"
     row = AuditEntry.objects.get()

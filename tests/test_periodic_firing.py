@@ -77,7 +77,8 @@ def test_three_schedulers_fire_each_slot_once(dtq_env):
     assert slots == list(range(slots[0], slots[-1] + 1, 1000))  # consecutive, none twice
     assert dtq_env.stats()["submitted"] == len(slots)
     for row in fired():  # each firing's task carries its slot in its idempotency key
-        record = dtq_env.client.hgetall(Keys(dtq_env.prefix).task(row["task"]))
+        task_keys = dtq_env.keys_of(row["task"])
+        record = dtq_env.client_of(task_keys).hgetall(task_keys.task(row["task"]))
         assert record["idem"] == f"dtq.periodic:beat:{row['slot']}"
 
 

@@ -16,14 +16,16 @@ def test_enqueue_creates_a_queued_record(dtq_env):
     assert result.state == dtq.TaskState.QUEUED
     assert result.attempt == 0
     assert result.record["payload"] == {"args": [41], "kwargs": {}}
-    assert dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1") == 1
+    keys = dtq_env.keys_of(result.id)
+    assert dtq_env.client_of(keys).xlen(keys.stream("tests", 1)) == 1
 
 
 def test_delayed_task_waits_in_the_schedule(dtq_env):
     result = tasks.record.using(run_after=timedelta(seconds=30)).enqueue()
     result.refresh()
     assert result.state == dtq.TaskState.PENDING
-    assert dtq_env.client.zscore(f"{dtq_env.prefix}:{{0}}:schedule", result.id) is not None
+    keys = dtq_env.keys_of(result.id)
+    assert dtq_env.client_of(keys).zscore(keys.schedule, result.id) is not None
 
 
 def test_arguments_must_be_json(dtq_env):

@@ -5,6 +5,7 @@ import dataclasses
 from datetime import timedelta
 
 import pytest
+import redis
 
 import dtq
 from dtq.engine import direct, submit
@@ -16,7 +17,7 @@ from tests.testapp import tasks
 
 
 def _stream_len(dtq_env) -> int:
-    return int(dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:q:tests:1"))
+    return dtq_env.total(lambda client, keys: client.xlen(keys.stream("tests", 1)))
 
 
 def _refreshed(result):
@@ -80,6 +81,7 @@ def test_an_idempotency_key_is_refused_in_bulk(dtq_env):
         tasks.record.using(idempotency_key="k1").enqueue_many([((1,), {})])
 
 
+@pytest.mark.one_shard  # QUEUE_MAX_DEPTH counts per shard
 def test_a_full_queue_refuses_the_rest_and_keeps_the_accepted(dtq_env):
     dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 2})
     with pytest.raises(dtq.BulkSubmitError, match="2 of 4 submissions refused, 2 accepted") as info:
@@ -108,8 +110,11 @@ def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
 def test_bulk_resends_after_a_dropped_connection_without_duplicates(dtq_env, monkeypatch, chunk):
     monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", chunk)
     tasks.record.enqueue_many([((0,), {})])  # this thread now holds its own connection
-    host, port = direct._pinned.held[2]._sock.getsockname()[:2]
-    dtq_env.client.client_kill(f"{host}:{port}")
+    sock = direct._pinned.held[2]._sock
+    host, port = sock.getsockname()[:2]
+    server_host, server_port = sock.getpeername()[:2]  # with shards on a cluster: any primary
+    with redis.Redis(server_host, server_port) as server:
+        server.client_kill(f"{host}:{port}")
     results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
     assert len({r.id for r in results}) == 5
     assert _stream_len(dtq_env) == 6

@@ -50,7 +50,8 @@ def test_exhausted_task_is_dead_lettered_with_its_error(dtq_env):
     assert result.attempt == 3
     assert result.error["class"] == "builtins.ValueError"
     assert "ValueError: poison" in result.history[-1]["traceback"]
-    assert dtq_env.client.xlen(f"{dtq_env.prefix}:{{0}}:dlq:tests") == 1
+    keys = dtq_env.keys_of(result.id)
+    assert dtq_env.client_of(keys).xlen(keys.dlq("tests")) == 1
 
 
 def test_dlq_disabled_means_failed(dtq_env):
@@ -93,7 +94,8 @@ def test_unknown_task_name_fails_permanently(dtq_env):
 
 def test_undecodable_payload_fails_permanently(dtq_env):
     result = tasks.record.enqueue(1)
-    dtq_env.client.hset(f"{dtq_env.prefix}:{{0}}:t:{result.id}", "payload", "{not json")
+    keys = dtq_env.keys_of(result.id)
+    dtq_env.client_of(keys).hset(keys.task(result.id), "payload", "{not json")
     dtq_env.worker()
     wait_for(finished(result))
     assert result.state == dtq.TaskState.DEAD_LETTERED
@@ -125,6 +127,7 @@ def test_delayed_task_runs_after_its_time(dtq_env):
     assert result.record["started_at"] >= result.record["run_after"]
 
 
+@pytest.mark.one_shard  # strict priority holds per shard
 def test_strict_priority_between_bands(dtq_env):
     for i in range(10):
         tasks.priority_probe.using(priority=-50).enqueue(f"low{i}")

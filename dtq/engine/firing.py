@@ -16,7 +16,7 @@ from dataclasses import dataclass, field, replace
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from dtq.engine import codec, gateway, ids
+from dtq.engine import codec, gateway, ids, shards
 from dtq.engine.cron import Timing
 from dtq.engine.errors import (
     IdempotencyConflict,
@@ -287,19 +287,23 @@ def task_state(client: Any, task_id: str) -> str | None:
 
 
 def task_states(client: Any, task_ids: list[str]) -> list[str | None]:
-    """Return the state of each task (None when its record is gone), in one round trip."""
-    from dtq.conf import dtq_settings
+    """Return the state of each task (None when its record is gone), a round trip per shard.
 
-    pipe = client.pipeline(transaction=False)
-    valid = [bool(task_id) and ids.is_valid(task_id) for task_id in task_ids]
-    for task_id, ok in zip(task_ids, valid, strict=True):
-        if ok:
-            pipe.hget(Keys(dtq_settings.KEY_PREFIX, ids.shard_of(task_id)).task(task_id), "state")
-    replies = iter(pipe.execute() if any(valid) else [])
-    out: list[str | None] = []
-    for ok in valid:
-        value = next(replies) if ok else None
-        out.append(None if value is None else _str(value))
+    client is HOME's; a task of another shard is read through that shard's client (on a
+    cluster its slot may be on another primary).
+    """
+    by_shard: dict[int, list[int]] = {}
+    for position, task_id in enumerate(task_ids):
+        if task_id and ids.is_valid(task_id):
+            by_shard.setdefault(ids.shard_of(task_id), []).append(position)
+    out: list[str | None] = [None] * len(task_ids)
+    for shard, positions in by_shard.items():
+        keys = shards.keys(shard)
+        pipe = (client if shard == shards.HOME else shards.client(shard)).pipeline(False)
+        for position in positions:
+            pipe.hget(keys.task(task_ids[position]), "state")
+        for position, value in zip(positions, pipe.execute(), strict=True):
+            out[position] = None if value is None else _str(value)
     return out
 
 

@@ -206,9 +206,23 @@ def submit(client: Any, call: Call) -> list[Submitted]:
     return SUBMITTED.decode(_call(client, "submit", call))
 
 
+def by_primary(client: Any, calls: list[Call]) -> list[tuple[Any, list[int]]]:
+    """Group calls by the client of their keys' primary: (client, positions in calls).
+
+    One group on one server or with one shard; on a Redis Cluster one per primary.
+    """
+    groups: dict[int, tuple[Any, list[int]]] = {}
+    for position, call in enumerate(calls):
+        target = routed(client, call[0])
+        groups.setdefault(id(target), (target, []))[1].append(position)
+    return list(groups.values())
+
+
 def submit_many(client: Any, calls: list[Call]) -> list[list[Submitted] | Exception]:
-    """Run many submit.lua calls pipelined; a call refused whole is its exception."""
-    # One client for all: with SHARDS = 1 every call is in shard 0's slot.
+    """Run many submit.lua calls of one primary (see by_primary) pipelined.
+
+    A call refused whole is its exception.
+    """
     client = routed(client, calls[0][0]) if calls else client
     replies = call_script_many(client, script("submit"), calls)
     return [r if isinstance(r, Exception) else SUBMITTED.decode(r) for r in replies]

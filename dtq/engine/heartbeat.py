@@ -1,4 +1,7 @@
-"""The worker's heartbeat: renews leases, passes cancel requests on, keeps the worker registered."""
+"""The worker's heartbeat: renews leases, passes cancel requests on, keeps the worker registered.
+
+Leases are renewed in the shard of each task; the registration lives in shards.HOME.
+"""
 
 from __future__ import annotations
 
@@ -11,10 +14,9 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import clock, gateway, registry
+from dtq.engine import clock, gateway, ids, registry, shards
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, start_by
-from dtq.engine.keys import Keys
 from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
 
@@ -26,23 +28,24 @@ class Heartbeat:
 
     def __init__(
         self,
-        client: Any,
-        keys: Keys,
+        clients: dict[int, Any],
         queues: list[str],
         worker_id: str,
         runner: Runner,
         describe: Callable[[float], dict[str, Any]],
         refusals: WriteRefusals,
     ) -> None:
-        self._client = client
-        self._keys = keys
+        self._client = clients[shards.HOME]  # the worker registry's
+        self._keys = shards.keys(shards.HOME)
         self._queues = queues
         self._worker_id = worker_id
         self._runner = runner  # whose held attempts are renewed
         self._describe = describe  # what the read side shows about this worker, at a time
         self._refusals = refusals
-        # The heartbeat owns its script connection: the fetch and flush loops run meanwhile.
-        self._caller = AsyncCaller(client)
+        # The heartbeat owns its script connections: the fetch and flush loops run meanwhile.
+        self._callers = {
+            shard: (shards.keys(shard), AsyncCaller(client)) for shard, client in clients.items()
+        }
 
     async def loop(self) -> None:
         """Beat every HEARTBEAT_INTERVAL until cancelled; Redis errors never end it."""
@@ -62,22 +65,33 @@ class Heartbeat:
         held = list(self._runner.held.values())
         now = time.time()
         lease = dtq_settings.lease_timeout
+        failed: RedisError | None = None
         if held:
             sent = clock.now()
-            statuses = await gateway.renew(self._caller, self._keys, held, int(lease * 1000))
-            self._apply_renewals(held, statuses, start_by(sent, lease))
+            for shard, attempts in self._by_shard(held).items():
+                keys, caller = self._callers[shard]
+                try:
+                    statuses = await gateway.renew(caller, keys, attempts, int(lease * 1000))
+                except RedisError as exc:  # the other shards' leases are renewed all the same
+                    failed = failed or exc
+                    continue
+                self._apply_renewals(attempts, statuses, start_by(sent, lease))
         pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self._keys.workers, {self._worker_id: now})
         pipe.hset(self._keys.worker(self._worker_id), mapping=self._describe(now))
         pipe.expire(self._keys.worker(self._worker_id), dtq_settings.RETENTION)
         await pipe.execute()
+        if failed is not None:
+            raise failed
 
     async def deregister(self) -> None:
         """Leave the worker registry, unless entries are still pending under our name."""
         try:
-            holding = await gateway.forget_consumer_async(
-                self._caller, self._keys, self._queues, self._worker_id
-            )
+            holding = 0
+            for keys, caller in self._callers.values():
+                holding += await gateway.forget_consumer_async(
+                    caller, keys, self._queues, self._worker_id
+                )
             if holding:
                 return  # entries still pending under our name: the reaper settles them
             pipe = self._client.pipeline(transaction=False)
@@ -88,8 +102,18 @@ class Heartbeat:
             log.warning("could not deregister worker_id=%s: %s", self._worker_id, exc)
 
     async def aclose(self) -> None:
-        """Give back the heartbeat's script connection."""
-        await self._caller.aclose()
+        """Give back the heartbeat's script connections."""
+        for _, caller in self._callers.values():
+            await caller.aclose()
+
+    def _by_shard(self, held: list[Attempt]) -> dict[int, list[Attempt]]:
+        """Group attempts by the shard of their task (a task id names its shard)."""
+        if len(self._callers) == 1:
+            return {next(iter(self._callers)): held}
+        groups: dict[int, list[Attempt]] = {}
+        for att in held:
+            groups.setdefault(ids.shard_of(att.id), []).append(att)
+        return groups
 
     def _apply_renewals(self, held: list[Attempt], statuses: list[int], until: float) -> None:
         """Extend or mark lost each attempt's lease; pass cancel requests on to the handlers."""

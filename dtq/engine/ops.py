@@ -16,7 +16,6 @@ from dtq.conf import dtq_settings
 from dtq.engine import cursors, gateway, ids, layout, limits, read_side, shards, workflows
 from dtq.engine.actions import AuditAction
 from dtq.engine.audit import Actor, Report, audited
-from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.dlq import (
     DISCARDED,
@@ -133,8 +132,8 @@ def cancel(task_id: str, *, actor: Actor, reason: str = "") -> str:
 
 def cancel_task(task_id: str, reason: str, report: Report) -> str:
     """Cancel one task inside an audited action (its row counts it); return the outcome."""
-    client: Any = get_client()  # decode_responses: replies are str
-    keys = _keys()
+    keys = shards.of_task(task_id)
+    client: Any = shards.client(keys.shard)  # decode_responses: replies are str
     for _ in range(CANCEL_ATTEMPTS):
         # The call must declare the task's keys (Redis Cluster), so read which they are; the
         # loop only repeats when a replay moved the task between read and call.

@@ -12,7 +12,7 @@ from typing import Any
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import layout
+from dtq.engine import layout, shards
 from dtq.engine.connection import get_client
 from dtq.engine.keys import Keys
 from dtq.engine.refusals import WriteRefusals
@@ -29,13 +29,14 @@ class Periodic:
         self.process_id = (
             process_id or f"{socket.gethostname()}.{os.getpid()}.{os.urandom(3).hex()}"
         )
-        self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
+        self.keys = shards.keys(shards.HOME)  # process-wide keys: registries, workers
         self.stopped = threading.Event()
         self.log = logging.getLogger(f"dtq.{self.role}")
         self.refusals = WriteRefusals(self.log)
 
     @property
     def client(self) -> Any:
+        """The client of HOME, where process-wide keys live."""
         return get_client()
 
     def interval(self) -> float:
@@ -104,12 +105,13 @@ class Periodic:
         thread.start()
         return thread
 
-    def due(self, zset: str, batch: int) -> list[str]:
-        """Return up to batch members of a zset scored by time whose time has come."""
+    def due(self, keys: Keys, zset: str, batch: int) -> list[str]:
+        """Return up to batch members of a shard's zset scored by time whose time has come."""
         now_ms = int(time.time() * 1000)
-        return list(self.client.zrangebyscore(zset, "-inf", now_ms, start=0, num=batch))
+        client: Any = shards.client(keys.shard)
+        return list(client.zrangebyscore(zset, "-inf", now_ms, start=0, num=batch))
 
-    def task_refs(self, task_ids: list[str]) -> list[layout.TaskRef]:
+    def task_refs(self, keys: Keys, task_ids: list[str]) -> list[layout.TaskRef]:
         """Look up each task's queue and idempotency key in one round trip.
 
         Due and expired tasks are known by id only, and a call must declare every key it
@@ -118,9 +120,9 @@ class Periodic:
         A task whose record is gone gets the default queue: scripts only need some block to
         drop it.
         """
-        pipe = self.client.pipeline(transaction=False)
+        pipe = shards.client(keys.shard).pipeline(transaction=False)
         for task_id in task_ids:
-            pipe.hmget(self.keys.task(task_id), "queue", "idem")
+            pipe.hmget(keys.task(task_id), "queue", "idem")
         return [
             layout.TaskRef(task_id, queue or dtq_settings.DEFAULT_QUEUE, idem or "")
             for task_id, (queue, idem) in zip(task_ids, pipe.execute(), strict=True)

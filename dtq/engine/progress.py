@@ -16,8 +16,7 @@ from typing import Any
 
 from redis.exceptions import RedisError
 
-from dtq.engine import codec, gateway, layout
-from dtq.engine.connection import get_client
+from dtq.engine import codec, gateway, layout, shards
 from dtq.engine.read_side.tasks import keys_for
 
 INTERVAL = 0.5  # seconds between two writes of one attempt, at least
@@ -42,7 +41,7 @@ def store(task_id: str, queue: str, attempt: int, fraction: float, message: str)
     keys = keys_for(task_id)
     value = {"fraction": fraction, "message": message, "at": round(time.time(), 3)}
     ref = layout.TaskRef(task_id, queue)
-    return gateway.progress(get_client(), keys, ref, attempt, codec.dumps(value))
+    return gateway.progress(shards.client(keys.shard), keys, ref, attempt, codec.dumps(value))
 
 
 class Reporter:

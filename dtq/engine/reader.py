@@ -1,9 +1,10 @@
-"""The worker's reader: batch reads by read.lua, one blocking group read when idle, claims."""
+"""The worker's reader of one shard: batch reads by read.lua, a blocking group read, claims."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import time
 from typing import Any
 
 from redis.exceptions import RedisError
@@ -12,11 +13,12 @@ from dtq.conf import dtq_settings
 from dtq.engine import clock, gateway, workflows
 from dtq.engine.direct import AsyncCaller, pack
 from dtq.engine.executor import Attempt, start_by
+from dtq.engine.finalizer import MAX_BACKOFF
 from dtq.engine.keys import BANDS, GROUP, Keys
 
 
 class Reader:
-    """Reads and claims entries for one worker; owns the read connections and the stream map."""
+    """Reads and claims one shard's entries for a worker; owns its read connections and streams."""
 
     def __init__(self, client: Any, keys: Keys, queues: list[str], worker_id: str) -> None:
         self._client = client
@@ -31,9 +33,37 @@ class Reader:
             for band in BANDS
         }
         self._stopping = False
+        self._waking = False  # end the blocking read under way (wake), not the ones after it
         self._blocked_id: int | None = None  # our client id while blocked in a read
+        self._blocks = 0  # blocking reads started: an unblock ends only the one it was for
         self._unblocking: asyncio.Task[None] | None = None
-        self.unclaimed: list[gateway.Entry] = []  # read entries whose claim failed: sent again
+        # Entries read as ours but not claimed yet: their claim failed, or a blocking read
+        # brought more than the free capacity. They sit in our pending list, where no read
+        # finds them again, so they are claimed from here first when capacity allows.
+        self.unclaimed: list[gateway.Entry] = []
+        # After an error the worker skips this shard for a backoff and serves the others
+        # (a cluster primary failing over must not stop the rest).
+        self._rest = 0.0
+        self._rest_until = 0.0
+
+    @property
+    def shard(self) -> int:
+        """The shard this reader reads."""
+        return self._keys.shard
+
+    def rest(self) -> float:
+        """Skip this shard for a backoff after an error (doubling); return how long."""
+        self._rest = min(max(self._rest * 2, 0.05), MAX_BACKOFF)
+        self._rest_until = time.monotonic() + self._rest
+        return self._rest
+
+    def resting(self) -> bool:
+        """Return True while this shard's backoff after an error lasts."""
+        return self._rest_until > time.monotonic()
+
+    def recovered(self) -> None:
+        """Forget the backoff: this shard answered."""
+        self._rest = 0.0
 
     async def read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
         """Read up to capacity entries in priority order; also return the streams to watch."""
@@ -43,9 +73,11 @@ class Reader:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
 
         Reading in the group hands an arriving entry to one idle worker only, and saves
-        the second read. A stop ends the block with CLIENT UNBLOCK (the read returns empty),
-        never by cancelling it: a cancelled read could drop entries Redis handed it.
+        the second read. A stop or a wake ends the block with CLIENT UNBLOCK (the read returns
+        empty), never by cancelling it: a cancelled read could drop entries Redis handed it.
         """
+        self._waking = False  # before the first await: a wake() from here on ends this read
+        self._blocks += 1
         streams = watch
         block_ms = int(dtq_settings.BLOCK_TIMEOUT * 1000)
         read = pack(
@@ -56,7 +88,7 @@ class Reader:
         try:
             await conn.send_packed_command([pack("CLIENT", "ID"), read])
             self._blocked_id = await conn.read_response()
-            if self._stopping:
+            if self._stopping or self._waking:
                 self._unblock()
             reply = await conn.read_response()
         except BaseException:
@@ -67,7 +99,7 @@ class Reader:
         return self._entries(reply or [])
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
-        """Claim read entries with claim.lua; keep them for the next claim if the call fails."""
+        """Claim read entries with claim.lua; keep them unclaimed if the call fails."""
         lease = dtq_settings.lease_timeout
         sent = clock.now()  # before the call: Redis starts the lease later than this
         try:
@@ -75,21 +107,31 @@ class Reader:
                 self._caller, self._keys, self._queues, entries, self._worker_id, int(lease * 1000)
             )
         except RedisError:  # the entries sit in our pending list, where no read finds them
-            self.unclaimed = entries
+            self.unclaimed = entries + self.unclaimed
             raise
         for att in attempts:
             att.lease_until = start_by(sent, lease)
             att.workflow, att.workflow_member = workflows.member_of(att.payload)
         return attempts
 
-    async def claim_unclaimed(self) -> list[Attempt]:
-        """Claim again the entries whose last claim failed."""
-        entries, self.unclaimed = self.unclaimed, []
+    async def claim_unclaimed(self, capacity: int) -> list[Attempt]:
+        """Claim up to capacity of the entries read but not claimed yet, oldest first."""
+        entries, self.unclaimed = self.unclaimed[:capacity], self.unclaimed[capacity:]
         return await self.claim(entries)
+
+    def keep(self, entries: list[gateway.Entry]) -> None:
+        """Keep entries a blocking read brought, to be claimed as capacity allows."""
+        self.unclaimed.extend(entries)
 
     def stop(self) -> None:
         """End a blocking read now, and any that starts from here on."""
         self._stopping = True
+        if self._blocked_id is not None:
+            self._unblock()
+
+    def wake(self) -> None:
+        """End the blocking read under way now (it returns what Redis already handed it)."""
+        self._waking = True
         if self._blocked_id is not None:
             self._unblock()
 
@@ -101,8 +143,10 @@ class Reader:
     def _unblock(self) -> None:
         """End the blocking read with CLIENT UNBLOCK (the read then returns nothing)."""
 
+        block = self._blocks  # the blocker's client id stays the same for the next read
+
         async def unblock() -> None:
-            while self._blocked_id is not None:
+            while self._blocked_id is not None and self._blocks == block:
                 with contextlib.suppress(RedisError):
                     await self._client.client_unblock(self._blocked_id)
                 await asyncio.sleep(0.05)  # the read may not have reached Redis yet

@@ -3,15 +3,20 @@
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import failpoints, gateway
+from dtq.engine import failpoints, gateway, shards
 from dtq.engine.firing import Firing
+from dtq.engine.keys import Keys
 from dtq.engine.periodic import Periodic
 
 
 class Scheduler(Periodic):
-    """Moves due schedule members onto their streams; any number may run at once."""
+    """Moves due schedule members onto their streams, in every shard; any number may run at once.
+
+    Periodic schedules are fired from HOME's state; each firing is submitted to any shard.
+    """
 
     role = "scheduler"
 
@@ -30,12 +35,16 @@ class Scheduler(Periodic):
         return promoted
 
     def promote(self) -> int:
-        """Promote up to SCHEDULER_BATCH due tasks; return how many were handled."""
+        """Promote up to SCHEDULER_BATCH due tasks per shard; return how many were handled."""
+        return sum(self._promote(keys) for keys in shards.every())
+
+    def _promote(self, keys: Keys) -> int:
         batch = dtq_settings.SCHEDULER_BATCH
-        due = self.due(self.keys.schedule, batch)
+        due = self.due(keys, keys.schedule, batch)
         if not due:
             return 0
-        promoted, expired, dropped = gateway.promote(self.client, self.keys, self.task_refs(due))
+        refs = self.task_refs(keys, due)
+        promoted, expired, dropped = gateway.promote(shards.client(keys.shard), keys, refs)
         if failpoints.ACTIVE:
             failpoints.hit("scheduler.after_promote")
         self.log.debug("promoted=%s expired=%s dropped=%s", promoted, expired, dropped)
@@ -51,7 +60,11 @@ class Scheduler(Periodic):
         slot = self.firing.seconds_to_next()
         if slot is not None:
             limit = min(limit, max(slot, 0.005))
-        head = self.client.zrange(self.keys.schedule, 0, 0, withscores=True)
-        if not head:
+        heads: list[float] = []
+        for keys in shards.every():
+            client: Any = shards.client(keys.shard)
+            head = client.zrange(keys.schedule, 0, 0, withscores=True)
+            heads.extend(score for _, score in head)
+        if not heads:
             return limit
-        return min(max(head[0][1] / 1000 - time.time(), 0.005), limit)
+        return min(max(min(heads) / 1000 - time.time(), 0.005), limit)

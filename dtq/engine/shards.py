@@ -45,15 +45,22 @@ def of_task(task_id: str, prefix: str | None = None) -> Keys:
     return keys(ids.shard_of(task_id), prefix)
 
 
-def for_new_task(queue: str, idempotency_key: str | None = None) -> int:
-    """Return the shard for a new task: any, unless it has an idempotency key.
+def for_new_task(
+    queue: str, idempotency_key: str | None = None, limit_group: str | None = None
+) -> int:
+    """Return the shard for a new task: any, unless it has a limit group or idempotency key.
 
-    An idempotency key is remembered in one shard only, so every submit with the same
-    (queue, key) must go to the same shard for a duplicate to be found.
+    Tasks sharing a flow-control limit (one task name and concurrency key value) go to one
+    shard, so the limit, kept in that shard, holds fleet-wide. An idempotency key is
+    remembered in one shard only, so every submit with the same (queue, key) must go to the
+    same shard for a duplicate to be found (a limit group is the same for every such submit
+    of one call, so it decides first).
     """
     shards = count()
     if shards <= 1:
         return 0
+    if limit_group:
+        return zlib.crc32(limit_group.encode()) % shards
     if idempotency_key:
         return zlib.crc32(f"{queue}\0{idempotency_key}".encode()) % shards
     return secrets.randbelow(shards)

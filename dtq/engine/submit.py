@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import secrets
 from collections.abc import Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from redis.exceptions import ResponseError
 
 from dtq import propagation, tracing
 from dtq.conf import dtq_settings
-from dtq.engine import codec, durable, gateway, ids, refusals
+from dtq.engine import codec, durable, gateway, ids, refusals, shards
 from dtq.engine.connection import get_client
 from dtq.engine.declared import check_declared
 from dtq.engine.errors import (
@@ -186,9 +185,20 @@ def _task_id(sub: Submission) -> tuple[str, int]:
     """Return the submission's task id (chosen now unless given) and its shard."""
     if sub.task_id is not None:
         return sub.task_id, ids.shard_of(sub.task_id)
-    shards = dtq_settings.SHARDS
-    shard = 0 if shards <= 1 else secrets.randbelow(shards)
+    shard = shards.for_new_task(sub.queue, sub.idempotency_key, _limit_group(sub))
     return ids.new_id(shard), shard
+
+
+def _limit_group(sub: Submission) -> str | None:
+    """Name the flow-control line a task's own limits put it in: its name and key value."""
+    if not sub.limits:
+        return None
+    return f"{sub.name}\0{sub.limits.rsplit('|', 1)[-1]}"  # 'lim' ends with the key value
+
+
+def with_task_id(sub: Submission) -> Submission:
+    """Return sub with its task id chosen now, on its shard (to answer before the submit)."""
+    return sub if sub.task_id is not None else replace(sub, task_id=_task_id(sub)[0])
 
 
 def _calls(
@@ -298,9 +308,13 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     calls = [
         (n * MANY_CHUNK, call) for n, chunk_calls in enumerate(encoded) for call in chunk_calls
     ]
-    client = get_client()
-    replies = gateway.submit_many(client, [(keys, argv) for _, (keys, argv, _) in calls])
-    durable.confirm_submit(client, f"{len(subs)} submitted task(s)")
+    script_calls = [(keys, argv) for _, (keys, argv, _) in calls]
+    replies: list[list[gateway.Submitted] | Exception] = [[] for _ in calls]
+    for client, places in gateway.by_primary(get_client(), script_calls):  # one on one server
+        answers = gateway.submit_many(client, [script_calls[p] for p in places])
+        durable.confirm_submit(client, f"{len(subs)} submitted task(s)")  # WAIT on its own link
+        for place, answer in zip(places, answers, strict=True):
+            replies[place] = answer
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for (start, (_, _, positions)), reply in zip(calls, replies, strict=True):
         for i, position in enumerate(positions):

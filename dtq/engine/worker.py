@@ -1,4 +1,4 @@
-"""The worker: a reader, a runner, a finalizer and a heartbeat on one asyncio loop."""
+"""The worker: a reader and a finalizer per shard, a runner and a heartbeat, on one asyncio loop."""
 
 from __future__ import annotations
 
@@ -11,31 +11,32 @@ import signal
 import socket
 import threading
 import time
+from collections.abc import Awaitable
 from concurrent.futures import Executor, ThreadPoolExecutor
-from typing import Any
+from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, failpoints
-from dtq.engine.connection import new_async_client
+from dtq.engine import codec, failpoints, gateway, ids, shards
 from dtq.engine.executor import Attempt, Outcome
 from dtq.engine.finalizer import MAX_BACKOFF, Finalizer
 from dtq.engine.heartbeat import Heartbeat
-from dtq.engine.keys import Keys
 from dtq.engine.reader import Reader
 from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
 
 log = logging.getLogger("dtq.worker")
+T = TypeVar("T")
 
 
 class Worker:
     """Runs tasks from a set of queues until stopped; one asyncio loop per process.
 
-    The parts each own their state: the reader the read connections and the stream map, the
-    runner the held attempts and the pool, the finalizer the outbox, the heartbeat the lease
-    renewals and the registration. The worker owns the fetch loop and the stop.
+    The parts each own their state: each shard's reader its read connections and stream map,
+    the runner the held attempts and the pool (capacity is shared by every shard), each
+    shard's finalizer its outbox, the heartbeat the lease renewals and the registration. The
+    worker owns the fetch loop and the stop.
     """
 
     def __init__(
@@ -55,15 +56,20 @@ class Worker:
         self.burst = burst
         self.max_tasks = max_tasks
         self.shutdown_timeout = shutdown_timeout
-        self.keys = Keys(dtq_settings.KEY_PREFIX, 0)
         self.refusals = WriteRefusals(log)  # shared by the loops: one log line per change
         self.stopping = False
         self.exit_code = 0
         self.abandoned = 0  # attempts and stuck threads still held when the loop stopped
         self._changed = asyncio.Event()  # a slot freed or a stop: the fetch loop looks again
-        self._client = new_async_client()  # connects on first use, on the loop that runs
+        # One client per shard (on a cluster each reaches its shard's primary); each connects
+        # on first use, on the loop that runs.
+        self._clients = {shard: shards.new_async_client(shard) for shard in shards.numbers()}
         pool = pool or ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dtq-task")
-        self.reader = Reader(self._client, self.keys, self.queues, self.worker_id)
+        self.readers = [
+            Reader(client, shards.keys(shard), self.queues, self.worker_id)
+            for shard, client in self._clients.items()
+        ]
+        self._first_reader = 0  # the shard a batch read starts at, in turn: none starves
         self.runner = Runner(
             self.worker_id,
             concurrency,
@@ -72,12 +78,19 @@ class Worker:
             on_change=self._poke,
             on_all_stuck=self._all_stuck,
         )
-        self.finalizer = Finalizer(
-            self._client, self.keys, self.worker_id, self.runner, self._flushed, self.refusals
-        )
+        self.finalizers = {
+            shard: Finalizer(
+                client,
+                shards.keys(shard),
+                self.worker_id,
+                self.runner,
+                self._flushed,
+                self.refusals,
+            )
+            for shard, client in self._clients.items()
+        }
         self.heartbeat = Heartbeat(
-            self._client,
-            self.keys,
+            self._clients,
             self.queues,
             self.worker_id,
             self.runner,
@@ -112,7 +125,7 @@ class Worker:
         )
         loops = [
             asyncio.create_task(self.heartbeat.loop()),
-            asyncio.create_task(self.finalizer.loop()),
+            *(asyncio.create_task(f.loop()) for f in self.finalizers.values()),
         ]
         try:
             await self._fetch_loop()
@@ -121,19 +134,27 @@ class Worker:
             for task in loops:
                 task.cancel()
             await asyncio.gather(*loops, return_exceptions=True)
-            await self.finalizer.wait_for_hooks(self.shutdown_timeout)
+            for finalizer in self.finalizers.values():
+                await finalizer.wait_for_hooks(self.shutdown_timeout)
             await self.heartbeat.deregister()
-            await self.reader.aclose()
-            await self.finalizer.aclose()
+            for reader in self.readers:
+                await reader.aclose()
+            for finalizer in self.finalizers.values():
+                await finalizer.aclose()
             await self.heartbeat.aclose()
-            await self._client.aclose()
+            for client in self._clients.values():
+                await client.aclose()
             self.runner.shutdown()
             self.abandoned = len(self.runner.held) + len(self.runner.stuck)
-            log.info(
-                "worker stopped worker_id=%s processed=%s",
-                self.worker_id,
-                self.finalizer.processed,
-            )
+            log.info("worker stopped worker_id=%s processed=%s", self.worker_id, self.processed)
+
+    @property
+    def processed(self) -> int:
+        """How many attempts' outcomes this worker recorded (every shard)."""
+        return sum(f.processed for f in self.finalizers.values())
+
+    def _outbox_empty(self) -> bool:
+        return not any(f.outbox for f in self.finalizers.values())
 
     def _install_signals(self) -> None:
         loop = asyncio.get_running_loop()
@@ -162,7 +183,8 @@ class Worker:
     def stop(self) -> None:
         """Stop taking new tasks; running ones finish and are finalized."""
         self.stopping = True
-        self.reader.stop()
+        for reader in self.readers:
+            reader.stop()
         self._poke()
 
     def _poke(self) -> None:
@@ -175,10 +197,12 @@ class Worker:
 
     async def _drain(self) -> None:
         deadline = time.monotonic() + self.shutdown_timeout
-        while (self.runner.held or self.finalizer.outbox) and time.monotonic() < deadline:
-            self.finalizer.flush_soon()
+        while (self.runner.held or not self._outbox_empty()) and time.monotonic() < deadline:
+            for finalizer in self.finalizers.values():
+                finalizer.flush_soon()
             await asyncio.sleep(0.01)
-        await self.finalizer.flush()
+        for finalizer in self.finalizers.values():
+            await finalizer.flush()
         if self.runner.held:
             log.warning("shutdown timeout: %s task(s) left for the reaper", len(self.runner.held))
 
@@ -196,35 +220,119 @@ class Worker:
                 backoff = min(backoff * 2, MAX_BACKOFF)
 
     async def _fetch_once(self) -> None:
-        if self.reader.unclaimed:
-            self._start_all(await self.reader.claim_unclaimed())
-            return
-        capacity = self.runner.free
-        claimed = self.runner.claimed
-        if self.max_tasks:
-            capacity = min(capacity, self.max_tasks - claimed)
-            if capacity <= 0 and claimed >= self.max_tasks:
+        capacity = self._capacity()
+        if capacity <= 0:
+            if self.max_tasks and self.runner.claimed >= self.max_tasks:
                 self.stop()  # the drain finalizes what was claimed
                 return
-        if capacity <= 0:
             self._changed.clear()
             await self._changed.wait()
             return
-        entries, watch = await self.reader.read(capacity)
-        if not entries and watch and not self.burst:
-            entries = await self.reader.wait_for_new(watch, capacity)
-            if not entries:
-                return
-        if entries:
-            if failpoints.ACTIVE:
-                failpoints.hit("worker.after_read")
-            self._start_all(await self.reader.claim(entries))
-        elif self.burst and not self.runner.held and not self.finalizer.outbox:
+        backlog = [r for r in self.readers if r.unclaimed and not r.resting()]
+        if backlog:
+            for reader in backlog:
+                if (capacity := self._capacity()) > 0:
+                    self._start_all(
+                        await self._on_shard(reader, reader.claim_unclaimed(capacity)) or []
+                    )
+            return
+        read_any, watches = await self._read_every_shard()
+        if read_any:
+            return
+        if watches and not self.burst:
+            await self._wait_for_new(watches)
+        elif self.burst and not self.runner.held and self._outbox_empty():
             self.stop()
         else:
-            # Burst mode with tasks still running, or every queue paused: wait for a slot to
-            # free, a stop, or the timeout.
+            # Burst mode with tasks still running, every queue paused, or every shard resting
+            # after an error: wait for a slot to free, a stop, or the timeout.
             await self._sleep_or_poke(dtq_settings.BLOCK_TIMEOUT)
+
+    def _capacity(self) -> int:
+        """How many more attempts to claim now (free slots, and what --max-tasks leaves)."""
+        capacity = self.runner.free
+        if self.max_tasks:
+            capacity = min(capacity, self.max_tasks - self.runner.claimed)
+        return capacity
+
+    async def _on_shard(self, reader: Reader, work: Awaitable[T]) -> T | None:
+        """Await one shard's read or claim; None when it failed and other shards go on.
+
+        With one shard an error goes to the fetch loop's backoff, as always. With several, the
+        failing shard alone rests for a backoff (a cluster primary failing over must not stop
+        the others).
+        """
+        try:
+            result = await work
+        except RedisError as exc:
+            if len(self.readers) == 1:
+                raise
+            self.refusals.report(exc, f"reading shard {reader.shard}", reader.rest())
+            return None
+        reader.recovered()
+        return result
+
+    async def _read_every_shard(self) -> tuple[bool, list[tuple[Reader, list[str]]]]:
+        """Read and claim shard by shard while capacity lasts, from the next shard in turn.
+
+        Return whether anything was read, and each shard's streams to watch when nothing was.
+        """
+        readers = self.readers[self._first_reader :] + self.readers[: self._first_reader]
+        self._first_reader = (self._first_reader + 1) % len(self.readers)
+        read_any = False
+        watches = []
+        for reader in readers:
+            capacity = self._capacity()
+            if capacity <= 0:
+                break
+            if (
+                reader.resting()
+                or (got := await self._on_shard(reader, reader.read(capacity))) is None
+            ):
+                continue
+            entries, watch = got
+            if entries:
+                read_any = True
+                if failpoints.ACTIVE:
+                    failpoints.hit("worker.after_read")
+                self._start_all(await self._on_shard(reader, reader.claim(entries)) or [])
+            elif watch:
+                watches.append((reader, watch))
+        return read_any, watches
+
+    async def _wait_for_new(self, watches: list[tuple[Reader, list[str]]]) -> None:
+        """Block on every watched shard at once; keep what arrives to be claimed next.
+
+        One blocking connection per shard: the first read to return wakes the others, which
+        return what Redis already handed them (entries in our pending list, never dropped).
+        """
+        capacity = self._capacity()
+        arrived: dict[Reader, list[gateway.Entry] | None]
+        if len(watches) == 1:
+            reader, watch = watches[0]
+            arrived = {reader: await self._on_shard(reader, reader.wait_for_new(watch, capacity))}
+        else:
+            arrived = await self._wait_on_all(watches, capacity)
+        if failpoints.ACTIVE and any(arrived.values()):
+            failpoints.hit("worker.after_read")
+        for reader, entries in arrived.items():
+            reader.keep(entries or [])
+
+    async def _wait_on_all(
+        self, watches: list[tuple[Reader, list[str]]], capacity: int
+    ) -> dict[Reader, list[gateway.Entry] | None]:
+        """Block on several shards; the first to return wakes the rest. None: that one failed."""
+        waits = {
+            reader: asyncio.create_task(
+                self._on_shard(reader, reader.wait_for_new(watch, capacity))
+            )
+            for reader, watch in watches
+        }
+        await asyncio.wait(waits.values(), return_when=asyncio.FIRST_COMPLETED)
+        for reader in waits:
+            reader.wake()
+        await asyncio.wait(waits.values())
+        return {reader: task.result() for reader, task in waits.items()}
 
     async def _sleep_or_poke(self, timeout: float) -> None:
         self._changed.clear()
@@ -243,11 +351,14 @@ class Worker:
     # ----- what the parts report -------------------------------------------------------
 
     def _outcome(self, att: Attempt, outcome: Outcome) -> None:
-        self.finalizer.add(att, outcome)
+        """Hand an outcome to the finalizer of its task's shard."""
+        finalizers = self.finalizers
+        finalizer = finalizers[ids.shard_of(att.id)] if len(finalizers) > 1 else finalizers[0]
+        finalizer.add(att, outcome)
 
     def _flushed(self) -> None:
         """After each finalized batch: stop at --max-tasks, else let the fetch loop look again."""
-        if self.max_tasks and self.finalizer.processed >= self.max_tasks:
+        if self.max_tasks and self.processed >= self.max_tasks:
             self.stop()
         self._poke()
 
@@ -261,7 +372,7 @@ class Worker:
             "concurrency": self.concurrency,
             "in_flight": len(self.runner.held),
             "stuck": len(self.runner.stuck),
-            "processed": self.finalizer.processed,
+            "processed": self.processed,
             "heartbeat": now,
             "state": "draining" if self.stopping else "running",
         }

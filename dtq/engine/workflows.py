@@ -22,7 +22,6 @@ a stop cancelled it; halted: how many members a stop cancelled (released again o
 from __future__ import annotations
 
 import logging
-import secrets
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
@@ -31,8 +30,7 @@ from typing import Any
 from redis.exceptions import WatchError
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, gateway, ids, layout
-from dtq.engine.connection import get_client
+from dtq.engine import codec, gateway, ids, layout, shards
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import Keys
 from dtq.engine.state import TERMINAL_STATES
@@ -108,8 +106,7 @@ def create(members: Sequence[MemberSpec], result: Any, policy: str, label: str) 
         raise InvalidTaskError("a workflow needs at least one task")
     if len(members) > MAX_MEMBERS:
         raise InvalidTaskError(f"a workflow holds at most {MAX_MEMBERS} tasks, got {len(members)}")
-    shards = int(dtq_settings.SHARDS)
-    shard = 0 if shards <= 1 else secrets.randbelow(shards)
+    shard = shards.for_new_task("")  # a workflow has no idempotency key: any shard
     workflow_id = ids.new_id(shard)
     task_ids = [ids.new_id(shard) for _ in members]
     fields, dependents = _member_fields(members, task_ids)
@@ -132,7 +129,8 @@ def create(members: Sequence[MemberSpec], result: Any, policy: str, label: str) 
         fields[f"d:{m}"] = ",".join(map(str, deps))
     roots = [str(m) for m, spec in enumerate(members) if not spec.deps]
     keys = _keys(workflow_id)
-    pipe = get_client().pipeline(transaction=True)  # all or nothing: no half-made workflow
+    # all or nothing: no half-made workflow
+    pipe = shards.client(keys.shard).pipeline(transaction=True)
     items = list(fields.items())
     for start in range(0, len(items), 2000):
         pipe.hset(keys.workflow(workflow_id), mapping=dict(items[start : start + 2000]))
@@ -187,8 +185,8 @@ def advance(workflow_id: str, *, sweep: bool = False) -> str:
     sweep also counts members that reached a final state by a path that does not count
     (workflow_sync.lua reads their records); the reaper sweeps workflows that stayed due.
     """
-    client: Any = get_client()
     keys = _keys(workflow_id)
+    client: Any = shards.client(keys.shard)
     seen = client.zscore(keys.workflows_due, workflow_id)
     state = client.hget(keys.workflow(workflow_id), "state")
     if state is None:
@@ -220,7 +218,7 @@ def advance_all(workflow_ids: Iterable[str]) -> None:
 
 def advance_due(keys: Keys, limit: int = 50, stale_ms: int = STALE_MS) -> int:
     """Advance (with a sweep) the workflows of this shard due stale_ms ago; return how many."""
-    client: Any = get_client()
+    client: Any = shards.client(keys.shard)
     now = int(time.time() * 1000)
     due = client.zrangebyscore(keys.workflows_due, "-inf", now - stale_ms, start=0, num=limit)
     for workflow_id in due:
@@ -389,7 +387,7 @@ def _sync(
 
 def places_of(keys: Keys, task_ids: Sequence[str]) -> list[tuple[str, int]]:
     """Return each task's (workflow id, member index) from its payload, in one round trip."""
-    client: Any = get_client()
+    client: Any = shards.client(keys.shard)
     pipe = client.pipeline(transaction=False)
     for task_id in task_ids:
         pipe.hget(keys.task(task_id), "payload")
@@ -405,8 +403,8 @@ def cancel(workflow_id: str) -> str:
     Return the state it had ('RUNNING' or 'FAILED' when it was cancelled now; a finished
     workflow is left alone and its state returned).
     """
-    client: Any = get_client()
     keys = _keys(check_id(workflow_id))
+    client: Any = shards.client(keys.shard)
     wk = keys.workflow(workflow_id)
     with client.pipeline(transaction=True) as pipe:
         while True:
@@ -466,8 +464,8 @@ class Workflow:
 
 def read(workflow_id: str, *, live_limit: int = 1000) -> Workflow:
     """Return a workflow and its members; live states of at most live_limit running members."""
-    client: Any = get_client()
     keys = _keys(check_id(workflow_id))
+    client: Any = shards.client(keys.shard)
     data = client.hgetall(keys.workflow(workflow_id))
     if not data:
         raise WorkflowNotFound(f"no workflow {workflow_id!r} (never created, or past retention)")
