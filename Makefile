@@ -49,7 +49,8 @@ test: $(STAMP) chromium
 
 # Redis Cluster and Sentinel (docs/scaling.md): the tests start their own redis-server
 # processes on 127.0.0.1:17000-17099; `make test` skips them (DTQ_TEST_SCALEOUT unset).
-SCALEOUT_TESTS := tests/test_sentinel.py tests/test_cluster.py tests/test_failover_load.py
+SCALEOUT_TESTS := tests/test_sentinel.py tests/test_cluster.py tests/test_failover_load.py \
+	tests/chaos/test_chaos_failover.py
 test-scaleout: $(STAMP)
 	DTQ_TEST_SCALEOUT=1 $(PY) -m pytest $(SCALEOUT_TESTS) $(PYTEST_ARGS)
 
@@ -125,10 +126,12 @@ bench-smoke:
 	bench/.venv/bin/python bench/run.py --smoke
 
 # Fault injection (docs/reliability.md). SEED=n replays one run, SEEDS=n runs n random seeds,
-# CHAOS_DURATION=s changes the length of the faulted load (default 300 s).
+# CHAOS_DURATION=s changes the length of the faulted load (default 300 s), CHAOS_TOPOLOGY=cluster
+# or sentinel runs it on a local Redis Cluster or behind Sentinel, with primary failovers.
 chaos: $(STAMP)
 	$(PY) -m tests.chaos.run --duration $(or $(CHAOS_DURATION),300) \
-		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) $(CHAOS_ARGS)
+		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) \
+		$(if $(CHAOS_TOPOLOGY),--topology $(CHAOS_TOPOLOGY)) $(CHAOS_ARGS)
 
 # The CI-sized variant (also part of `make test`).
 chaos-short: $(STAMP)

@@ -89,6 +89,7 @@ DTQ = {
     "REDIS_URL": os.environ.get("DTQ_REDIS_URL", "redis://127.0.0.1:6379/0"),
     "KEY_PREFIX": os.environ.get("DTQ_KEY_PREFIX", "dtqdemo"),
     "REDIS_CLUSTER": os.environ.get("DTQ_REDIS_CLUSTER") == "1",  # URL names a cluster node
+    "SHARDS": int(os.environ.get("DTQ_SHARDS", "1")),  # scripts/cluster_cost.py --shards
     "RETRY_BASE": 0.5,
     "RETRY_CAP": 5.0,
 }

@@ -124,17 +124,18 @@ def _own_connection(pool: Any) -> Any:
     """Return this thread's own connection of pool, made the first time it is needed.
 
     Checking a connection out of the pool and back costs a lock and a poll syscall per call;
-    a submitting thread keeps one instead. A new pool (settings reloaded) or a new process
-    (fork) gets a new connection; the parent's socket is left alone in a forked child.
+    a submitting thread keeps one per pool instead (one pool per primary on a Cluster, and a
+    thread submitting over shards alternates between them). A new process (fork) gets a new
+    connection; a pool dropped when settings reload takes its entry with it.
     """
     held = getattr(_pinned, "held", None)
+    if held is None:
+        held = _pinned.held = weakref.WeakKeyDictionary()
     pid = os.getpid()
-    if held is None or held[0] is not pool or held[1] != pid:
-        if held is not None and held[1] == pid:
-            held[2].disconnect()
-        held = (pool, pid, pool.make_connection())
-        _pinned.held = held
-    return held[2]
+    mine = held.get(pool)
+    if mine is None or mine[0] != pid:
+        mine = held[pool] = (pid, pool.make_connection())
+    return mine[1]
 
 
 def own_connection(client: Any) -> Any:

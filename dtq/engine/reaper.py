@@ -35,6 +35,8 @@ class Reaper(Periodic):
         self.cursors: dict[str, str] = {}
         self.last_retention = 0.0
         self.forget_after: dict[int, str] = {}  # per shard: the queue the last sweep stopped at
+        self.server_ids: tuple[str, ...] | None = None  # run_ids of the primaries last seen
+        self.servers_changed_at: float | None = None  # monotonic time another server answered
 
     def longest_sleep(self) -> float:
         """Return REAPER_INTERVAL: the reaper sleeps that long between passes."""
@@ -55,22 +57,30 @@ class Reaper(Periodic):
         return settled
 
     def redis_just_started(self) -> bool:
-        """Return True while Redis has been up for less than two lease timeouts.
+        """Return True while a primary holding a shard has been up, or been the server this
+        reaper reaches, for less than two lease timeouts.
 
         Nobody could renew a lease or write a heartbeat while Redis was down, so right after a
         restart expired leases and silent workers say nothing about who is alive: give live
         workers the time to reconnect and renew (the dead-worker test also waits two leases).
+        A failover is the same outage, but the promoted replica has been up for long: another
+        server answering (a new run_id) counts from the pass that first sees it.
         """
         # Every primary holding a shard (one on one server): any of them may have restarted.
         primaries = {id(c): c for c in (shards.client(n) for n in shards.numbers())}
         try:
-            uptime = min(
-                int(client.info("server").get("uptime_in_seconds", 0))
-                for client in primaries.values()
-            )
+            servers = [client.info("server") for client in primaries.values()]
         except ResponseError:  # INFO disabled (some managed services): no restart detection
             return False
-        return uptime < 2 * dtq_settings.lease_timeout
+        now, window = time.monotonic(), 2 * dtq_settings.lease_timeout
+        run_ids = tuple(sorted(str(server.get("run_id")) for server in servers))
+        if run_ids != self.server_ids:
+            if self.server_ids is not None:
+                self.servers_changed_at = now
+            self.server_ids = run_ids
+        changed = self.servers_changed_at is not None and now - self.servers_changed_at < window
+        uptime = min(int(server.get("uptime_in_seconds", 0)) for server in servers)
+        return changed or uptime < window
 
     def writes_just_resumed(self) -> bool:
         """Return True while Redis refuses writes, and for two lease timeouts after.

@@ -7,7 +7,7 @@ from dataclasses import dataclass
 from itertools import pairwise
 from typing import Any
 
-from tests.chaos.model import Execution, ProcessFault, RunData
+from tests.chaos.model import Execution, ProcessFault, RedisOutage, RunData
 
 RETRY_OUTCOMES = ("retry", "error")  # the handler asked for (or allowed) another attempt
 CLASS_OF_NAME = {
@@ -24,6 +24,9 @@ CLASS_OF_NAME = {
     "chaos.cron_tick": "periodic",
 }
 SLACK = 0.05  # seconds: a process death is noticed by polling, up to this late
+# Seconds before a primary kill whose writes the promoted replica may lack (replication is
+# asynchronous; on loopback it lags well under a millisecond, this is generous).
+REPLICATION_WINDOW = 1.0
 
 
 def tasks(d: RunData) -> dict[str, dict[str, Any]]:
@@ -60,11 +63,32 @@ class ReExecution:
 
 
 def cause_of(d: RunData, prev: Execution, nxt: Execution) -> ProcessFault | None:
-    """Return the kill, pause or death of prev's process between prev and nxt, if any."""
+    """Return the kill, pause or death of prev's process between prev and nxt, if any, else
+    the primary kill that explains the re-execution."""
     for fault in d.process_faults:
         if fault.pid == prev.pid and prev.start - SLACK <= fault.t <= nxt.start:
             return fault
+    for kill in killed_primaries(d, prev.start - SLACK, nxt.start):
+        if outcome_lost(prev, kill) or (nxt.attempt == prev.attempt and claim_lost(prev, kill)):
+            return ProcessFault(kill, "failover", prev.pid, "redis", "redis")
     return None
+
+
+def killed_primaries(d: RunData, since: float, until: float) -> list[float]:
+    """Return when the primary was SIGKILLed (Cluster, Sentinel) between since and until."""
+    return [f.t for f in d.failovers if since <= f.t <= until]
+
+
+def outcome_lost(ex: Execution, kill: float) -> bool:
+    """Whether ex's outcome may have reached only the killed primary: the handler ended in
+    the replication window before the kill, so the promoted replica still had it RUNNING."""
+    return ex.end is not None and kill - REPLICATION_WINDOW <= ex.end <= kill + SLACK
+
+
+def claim_lost(ex: Execution, kill: float) -> bool:
+    """Whether ex's claim may have reached only the killed primary: it started in the
+    replication window before the kill, so the promoted replica delivers the attempt again."""
+    return kill - REPLICATION_WINDOW <= ex.start <= kill + SLACK
 
 
 def reexecutions(d: RunData) -> list[ReExecution]:
@@ -117,8 +141,21 @@ def lost_attempts(d: RunData) -> list[LostAttempt]:
                 (f for f in d.process_faults if f.pid == pid and start - SLACK <= f.t <= end),
                 None,
             )
+            if cause is None:
+                cause = _failover_reclaim(d, tid, h["attempt"], pid, start, end)
             out.append(LostAttempt(tid, h["attempt"], pid, start, end, h["attempt"] in ran, cause))
     return out
+
+
+def _failover_reclaim(
+    d: RunData, tid: str, attempt: int, pid: int | None, start: float, end: float
+) -> ProcessFault | None:
+    """Return the primary kill that rolled this attempt back to RUNNING (its outcome lost)."""
+    runs = [ex for ex in d.executions.get(tid, []) if ex.attempt == attempt and ex.pid == pid]
+    for kill in killed_primaries(d, start - SLACK, end):
+        if any(outcome_lost(ex, kill) for ex in runs):
+            return ProcessFault(kill, "failover", pid or 0, "redis", "redis")
+    return None
 
 
 def lost_set(d: RunData) -> set[tuple[str, int]]:
@@ -200,14 +237,21 @@ def _interruption(d: RunData, pid: int, since: float) -> float | None:
     return min(times, default=None)
 
 
+def interruptions(d: RunData) -> list[RedisOutage]:
+    """Return the Redis restarts and the failovers (kill to promotion) of the run, in order."""
+    failovers = [RedisOutage(f.t, "failover", f.promoted) for f in d.failovers]
+    return sorted([*d.outages, *failovers], key=lambda o: o.down)
+
+
 def resumptions(d: RunData) -> list[Resumption]:
-    """Return, per Redis restart, each worker process alive across it and its next execution."""
+    """Return, per Redis restart or failover, each worker process alive across it and its next
+    execution (it must reconnect by itself, to the new primary after a failover)."""
     starts: dict[int, list[float]] = {}
     for runs in d.executions.values():
         for ex in runs:
             starts.setdefault(ex.pid, []).append(ex.start)
     out = []
-    for n, outage in enumerate(d.outages):
+    for n, outage in enumerate(interruptions(d)):
         if outage.up is None:
             continue
         for pid, spawn in d.spawns.items():

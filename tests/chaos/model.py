@@ -52,6 +52,14 @@ class RedisOutage:
     up: float | None = None
 
 
+@dataclass(slots=True)
+class Failover:
+    """A SIGKILL of the primary (Cluster, Sentinel): when, and when its replica took over."""
+
+    t: float
+    promoted: float | None = None
+
+
 @dataclass
 class RunData:
     """Everything the checker reads, with the indexes it needs."""
@@ -68,6 +76,7 @@ class RunData:
     executions: dict[str, list[Execution]] = field(default_factory=dict)
     process_faults: list[ProcessFault] = field(default_factory=list)
     outages: list[RedisOutage] = field(default_factory=list)
+    failovers: list[Failover] = field(default_factory=list)
     phases: dict[str, float] = field(default_factory=dict)
     accepted: dict[str, dict[str, Any]] = field(default_factory=dict)
     spawns: dict[int, dict[str, Any]] = field(default_factory=dict)
@@ -101,6 +110,7 @@ def index(data: RunData) -> None:
     """Fill in the derived indexes of a RunData built from raw rows."""
     data.executions = executions(data.witness)
     data.process_faults, data.outages = process_faults(data.events), outages(data.events)
+    data.failovers = failovers(data.events)
     for row in data.events:
         if row["kind"] == "phase":
             data.phases.setdefault(row["phase"], row["t"])
@@ -181,6 +191,17 @@ def outages(events: list[dict[str, Any]]) -> list[RedisOutage]:
             out.append(RedisOutage(row["t"], row["signal"]))
         elif row["kind"] == "redis_up" and out and out[-1].up is None:
             out[-1].up = row["t"]
+    return out
+
+
+def failovers(events: list[dict[str, Any]]) -> list[Failover]:
+    """Return the primary kills of the run and when each replica was promoted."""
+    out: list[Failover] = []
+    for row in events:
+        if row["kind"] == "primary_kill":
+            out.append(Failover(row["t"]))
+        elif row["kind"] == "promoted" and out and out[-1].promoted is None:
+            out[-1].promoted = row["t"]
     return out
 
 

@@ -26,6 +26,14 @@ def _column_order(name: str) -> tuple[int, str]:
     return (first.index(name) if name in first else len(first), name)
 
 
+def _topology(cfg: dict[str, Any]) -> str:
+    topology = cfg.get("topology", "single")
+    if topology == "single":
+        return f"one server, AOF appendfsync {cfg['appendfsync']}"
+    what = "a 3-primary Cluster" if topology == "cluster" else "a primary behind 3 Sentinels"
+    return f"{what}, {cfg['replicas']} replicas per primary, SUBMIT_REPLICAS=1"
+
+
 def render(d: RunData, checks: list[Check]) -> str:
     """Return the whole report."""
     cfg = d.config
@@ -34,8 +42,8 @@ def render(d: RunData, checks: list[Check]) -> str:
     lines = [
         f"# Chaos report: seed {cfg['seed']}",
         "",
-        f"Redis {d.snapshot.get('redis_version', '?')}, appendfsync "
-        f"{d.snapshot.get('appendfsync', '?')}; {cfg['workers']} workers x {cfg['concurrency']}"
+        f"Redis {d.snapshot.get('redis_version', '?')} ({_topology(cfg)}); "
+        f"{cfg['workers']} workers x {cfg['concurrency']}"
         f", {cfg['schedulers']} schedulers, {cfg['reapers']} reapers; {cfg['duration']:.0f}s of "
         f"load at {cfg['rate']}/s; heartbeat {cfg['heartbeat']}s, lease {cfg['lease']}s, "
         f"visibility {cfg['visibility']}s. Replay: `{replay}`.",

@@ -2,6 +2,7 @@
 
     python -m tests.chaos.run --duration 300 --seed 7 --seed 8
     python -m tests.chaos.run --short --seeds 3        # three random seeds, CI-sized runs
+    python -m tests.chaos.run --topology cluster       # on a local Cluster, with failovers
 
 Every run leaves its evidence in OUT/seed-N/ (re-check it offline with
 `python -m tests.chaos.check OUT/seed-N`). Exit status 1 when any invariant fails.
@@ -42,6 +43,12 @@ def parse(argv: list[str]) -> argparse.Namespace:
     parser.add_argument("--duration", type=float, help="seconds of load under faults")
     parser.add_argument("--rate", type=float, help="submissions per second")
     parser.add_argument("--appendfsync", choices=["always", "everysec"], help="Redis AOF fsync")
+    parser.add_argument(
+        "--topology",
+        choices=["single", "cluster", "sentinel"],
+        help="Redis: one server with AOF (default), a 3-primary Cluster, or Sentinel; the last "
+        "two SIGKILL the primary (failover) and run with SUBMIT_REPLICAS=1",
+    )
     parser.add_argument("--redis-downtime", type=float, help="longest Redis outage (seconds)")
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "chaos", help="evidence dir")
     parser.add_argument("--keep", action="store_true", help="keep the evidence of passing runs")
@@ -56,12 +63,16 @@ def run_seed(seed: int, args: argparse.Namespace) -> bool:
     from tests.chaos.report import render
     from tests.chaos.scenario import Run
 
-    names = ("duration", "rate", "appendfsync", "redis_downtime")
+    names = ("duration", "rate", "appendfsync", "redis_downtime", "topology")
     changes = {k: v for k in names if (v := getattr(args, k))}
     cfg = (config.short if args.short else config.full)(seed, **changes)
     run_dir = args.out / f"seed-{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    print(f"chaos: seed {seed}, {cfg.duration:.0f}s of load, evidence in {run_dir}", flush=True)
+    where = f"on {cfg.topology} Redis"
+    print(
+        f"chaos: seed {seed}, {cfg.duration:.0f}s of load {where}, evidence in {run_dir}",
+        flush=True,
+    )
     started = time.monotonic()
     Run(cfg, run_dir, configure).execute()
     data = load(run_dir)

@@ -85,10 +85,9 @@ class Run:
 
     def _start(self) -> None:
         self.cluster.start_redis()
-        self.configure(
-            {"REDIS_URL": self.cluster.url, "KEY_PREFIX": self.prefix, **self.cfg.dtq_settings()}
-        )
-        self.client = redis.Redis.from_url(self.cluster.url, decode_responses=True)
+        redis_settings = self.cluster.redis.settings()
+        self.configure({**redis_settings, "KEY_PREFIX": self.prefix, **self.cfg.dtq_settings()})
+        self.client = self.cluster.redis.primary_client()
         self.cluster.start()
         workers = f"{self.prefix}:{{0}}:workers"
         ready = wait_until(lambda: self.client.zcard(workers) >= self.cfg.workers, STARTUP_TIMEOUT)
@@ -116,6 +115,8 @@ class Run:
         self.log.write("phase", phase="heal")
         wait_until(self.cluster.all_running, 30.0)
         assert self.client is not None
+        self.client.close()  # after a failover the primary is another server
+        self.client = self.cluster.redis.primary_client()
         keys = Keys(self.prefix, 0)
         self._stop_schedules(keys)
         done = wait_until(

@@ -16,7 +16,7 @@ import pytest
 from tests import conftest
 from tests.chaos import config
 from tests.chaos.check import run_checks
-from tests.chaos.model import load
+from tests.chaos.model import RunData, load
 from tests.chaos.report import render
 from tests.chaos.scenario import Run
 
@@ -31,20 +31,23 @@ def redis_binary() -> str | None:
     return embedded.binary if embedded is not None else shutil.which("redis-server")
 
 
-def test_every_invariant_holds_under_faults(settings: Any, tmp_path: Path) -> None:
-    cfg = config.short(SEED, redis_binary=redis_binary())
-    print(f"chaos seed {SEED} (replay: DTQ_CHAOS_SEED={SEED})")
+def checked_run(settings: Any, cfg: config.ChaosConfig, run_dir: Path) -> RunData:
+    """Run cfg in run_dir, print its report, assert that every invariant held."""
+    print(f"chaos seed {cfg.seed} (replay: DTQ_CHAOS_SEED={cfg.seed})")
 
     def configure(values: dict[str, Any]) -> None:
         settings.DTQ = {**settings.DTQ, **values}
 
-    run_dir = Run(cfg, tmp_path / "run", configure).execute()
-    data = load(run_dir)
+    data = load(Run(cfg, run_dir, configure).execute())
     checks = run_checks(data)
     report = render(data, checks)
     print(report)
-
     assert [c.name for c in checks if not c.ok] == [], report
+    return data
+
+
+def test_every_invariant_holds_under_faults(settings: Any, tmp_path: Path) -> None:
+    data = checked_run(settings, config.short(SEED, redis_binary=redis_binary()), tmp_path / "run")
     # The schedule really did hit every kind of process, and Redis both ways.
     kinds = {row["fault"] for row in data.events if row["kind"] == "fault"}
     assert kinds >= {"worker_kill", "worker_pause", "redis_term", "redis_kill"}

@@ -282,6 +282,41 @@ def test_a_rerun_after_a_kill_of_its_process_is_explained() -> None:
     assert failures(raw) == []
 
 
+def primary_killed(raw: dict[str, Any], at: float) -> None:
+    """A failover: the primary SIGKILLed at `at`, a replica promoted 0.5 s later."""
+    raw["events"] += [row("primary_kill", at, port=1), row("promoted", at + 0.5, port=2)]
+
+
+def rerun_a_after(raw: dict[str, Any], at: float, attempt: int) -> None:
+    """A runs again at `at` on another worker (its record finishing after that)."""
+    raw["witness"] += witness(A, attempt, 12, at, "success")
+    raw["snapshot"]["records"][A]["finished_at"] = str(int((at + 0.05) * 1000))
+
+
+@pytest.mark.parametrize("attempt", [1, 2])  # claim lost (same attempt) or outcome lost
+def test_a_primary_kill_explains_a_rerun_only_within_the_replication_window(attempt: int) -> None:
+    # A's handler ended at T0 + 0.11; a kill 0.39 s later may have lost its outcome (or, when
+    # A started 0.4 s before it, its claim) on the promoted replica.
+    raw = copy.deepcopy(healthy())
+    rerun_a_after(raw, T0 + 1.4, attempt)
+    primary_killed(raw, T0 + 0.5)
+    assert failures(raw) == []
+    # 1.19 s after the handler ended (and 1.2 s after its claim), nothing of A's was unreplicated.
+    raw = copy.deepcopy(healthy())
+    rerun_a_after(raw, T0 + 1.4, attempt)
+    primary_killed(raw, T0 + 1.3)
+    caught = ["duplicates explained by a fault (unexplained = 0)"]
+    if attempt == 1:
+        caught.insert(0, "each attempt executed at most once")
+    assert failures(raw) == caught
+
+
+def test_a_worker_silent_after_a_failover_fails() -> None:
+    raw = copy.deepcopy(healthy())
+    primary_killed(raw, T0 + 3.2)  # pid 11 runs nothing after T0 + 3.7, and lives on
+    assert failures(raw) == ["workers resume after Redis restarts and failovers"]
+
+
 def test_an_attempt_given_back_and_claimed_again_is_measured_from_its_last_claim() -> None:
     raw = copy.deepcopy(healthy())
     raw["snapshot"]["events"].insert(0, claimed(A, 1, T0 - 10))  # skipped, given back

@@ -64,7 +64,7 @@ for ti = 1, NT do
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
     redis.call('HSET', tk, 'lease', lease_at)
     zset(KEYS[K_RUNNING], id, lease_at)
-    hand_out(id, eid, qi, band, r, tonumber(r[7]))
+    hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
   elseif not id or state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
