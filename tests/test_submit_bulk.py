@@ -2,6 +2,7 @@
 
 import asyncio
 import dataclasses
+from contextlib import suppress
 from datetime import timedelta
 
 import pytest
@@ -9,7 +10,7 @@ import redis
 
 import dtq
 from dtq.engine import direct, submit
-from dtq.engine.connection import get_client
+from dtq.engine.connection import get_client, routed
 from dtq.engine.errors import InvalidTaskError, PayloadError
 from dtq.options import InvalidOption
 from tests.script_calls import Scripts
@@ -110,11 +111,13 @@ def test_bulk_reloads_scripts_after_a_script_flush(dtq_env, monkeypatch, chunk):
 def test_bulk_resends_after_a_dropped_connection_without_duplicates(dtq_env, monkeypatch, chunk):
     monkeypatch.setattr("dtq.engine.submit.MANY_CHUNK", chunk)
     tasks.record.enqueue_many([((0,), {})])  # this thread now holds its own connection
-    sock = direct._pinned.held[2]._sock
-    host, port = sock.getsockname()[:2]
-    server_host, server_port = sock.getpeername()[:2]  # with shards on a cluster: any primary
-    with redis.Redis(server_host, server_port) as server:
-        server.client_kill(f"{host}:{port}")
+    for _, conn in list(direct._pinned.held.values()):  # this thread's own link of each pool
+        if conn._sock is None:
+            continue
+        host, port = conn._sock.getsockname()[:2]
+        server_host, server_port = conn._sock.getpeername()[:2]  # on a cluster: its primary
+        with redis.Redis(server_host, server_port) as server, suppress(redis.ResponseError):
+            server.client_kill(f"{host}:{port}")  # "No such client": a pool of an earlier test
     results = tasks.record.enqueue_many([((i,), {}) for i in range(5)])
     assert len({r.id for r in results}) == 5
     assert _stream_len(dtq_env) == 6
@@ -168,11 +171,18 @@ def test_each_task_of_a_bulk_call_gets_its_own_shape(dtq_env):
 
 
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
-    ((key_list, argv, _),) = submit._calls(_mixed_shapes(), 0, {})
-    script = Scripts.of(get_client()).submit
-    first = script(keys=key_list, args=argv)
-    assert script(keys=key_list, args=argv) == first
-    assert first[0::4] == ["ok"] * 4 and first[2::4] == ["QUEUED", "PENDING", "QUEUED", "QUEUED"]
+    outcomes = {}
+    for key_list, argv, positions in submit._calls(_mixed_shapes(), 0, {}):  # one per shard
+        script = Scripts.of(routed(get_client(), key_list)).submit
+        first = script(keys=key_list, args=argv)
+        assert script(keys=key_list, args=argv) == first
+        outcomes.update({p: (first[4 * i], first[4 * i + 2]) for i, p in enumerate(positions)})
+    assert [outcomes[p] for p in sorted(outcomes)] == [
+        ("ok", "QUEUED"),
+        ("ok", "PENDING"),
+        ("ok", "QUEUED"),
+        ("ok", "QUEUED"),
+    ]
     assert _stream_len(dtq_env) == 3
     assert len(dtq_env.events("TASK_SUBMITTED")) == 4
     assert (dtq_env.stats()["submitted"], dtq_env.stats()["active"]) == (4, 4)
