@@ -105,17 +105,21 @@ def dtq_keys() -> Iterator[str]:
     from django.conf import settings
     from django.test import override_settings
 
-    from dtq.engine.connection import get_client
+    from dtq.engine import shards
 
     prefix = f"dtqtest-{uuid.uuid4().hex[:12]}"
     with override_settings(DTQ={**getattr(settings, "DTQ", {}), "KEY_PREFIX": prefix}):
         try:
             yield prefix
         finally:
-            client = get_client()
-            keys = list(client.scan_iter(f"{prefix}:*", count=1000))
-            for i in range(0, len(keys), 500):  # only this test's keys, never a FLUSHDB
-                client.delete(*keys[i : i + 500])
+            # Shard by shard: on a Redis Cluster each shard's keys are on their own primary,
+            # and one DEL may only name keys of one slot.
+            for shard in shards.numbers():
+                client = shards.client(shard)
+                tag = shards.keys(shard).tag
+                keys = list(client.scan_iter(f"{tag}*", count=1000))
+                for i in range(0, len(keys), 500):  # only this test's keys, never a FLUSHDB
+                    client.delete(*keys[i : i + 500])
 
 
 @pytest.fixture
