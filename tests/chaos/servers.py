@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from dtq.embedded import RedisServer
 from tests.chaos import evidence
 from tests.chaos.config import ChaosConfig
 from tests.topology import SERVICE, LocalCluster, LocalSentinel, Server, free_block, wait_until
 
-SHARD_TAG = "{0}"  # every key of the run is in shard 0's slot (SHARDS = 1)
+SHARD_TAG = "{0}"  # the failover fault kills HOME's primary (with SHARDS > 1, shard 0's)
 REJOIN_TIMEOUT = 30.0  # seconds a restarted primary gets to be a linked replica again
 
 
@@ -42,10 +40,6 @@ class SingleServer:
     def start(self, log: evidence.JsonLog) -> None:
         self.server.start()
         log.write("redis_up", port=self.server.port, binary=self.server.binary)
-
-    def primary_client(self) -> redis.Redis:
-        """Return a client of the server that holds the run's keys."""
-        return redis.Redis.from_url(self.url, decode_responses=True)
 
     def stop(self, sig: int = signal.SIGTERM) -> None:
         self.server.stop(sig)
@@ -98,10 +92,6 @@ class ReplicatedServers:
         if isinstance(self.servers, LocalCluster):
             return self.servers.servers
         return self.servers.data
-
-    def primary_client(self) -> redis.Redis:
-        """Return a client of the current primary of the run's keys (all in one slot)."""
-        return redis.Redis(port=self.primary().port, decode_responses=True, socket_timeout=10)
 
     def fail_over(self, log: evidence.JsonLog, rejoin_after: float) -> None:
         """SIGKILL the primary, wait for its replica's promotion, then after rejoin_after
