@@ -164,7 +164,8 @@ def attempt_once(d: RunData) -> Check:
     for (tid, a), same in runs.items():
         if len(same) < 2:
             continue
-        kills = analysis.killed_primaries(d, same[0].start - analysis.SLACK, same[1].start)
+        since = same[0].start - analysis.SLACK
+        kills = analysis.killed_primaries(d, since, same[1].start, tid)
         if any(analysis.claim_lost(same[0], kill) for kill in kills):
             by_failover += 1
         else:

@@ -311,6 +311,20 @@ def test_a_primary_kill_explains_a_rerun_only_within_the_replication_window(atte
     assert failures(raw) == caught
 
 
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_a_primary_kill_explains_only_reruns_of_the_shards_it_held(attempt: int) -> None:
+    # A's record is in shard 1; a kill of the primary of shards 0 and 2 explains nothing of A's.
+    raw = copy.deepcopy(healthy())
+    raw["snapshot"]["records"][A]["shard"] = 1
+    rerun_a_after(raw, T0 + 1.4, attempt)
+    primary_killed(raw, T0 + 0.5)
+    unexplained = "duplicates explained by a fault (unexplained = 0)"
+    raw["events"][-2]["shards"] = [0, 2]
+    assert unexplained in failures(raw)
+    raw["events"][-2]["shards"] = [1]
+    assert unexplained not in failures(raw)
+
+
 def test_a_worker_silent_after_a_failover_fails() -> None:
     raw = copy.deepcopy(healthy())
     primary_killed(raw, T0 + 3.2)  # pid 11 runs nothing after T0 + 3.7, and lives on
