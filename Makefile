@@ -127,11 +127,13 @@ bench-smoke:
 
 # Fault injection (docs/reliability.md). SEED=n replays one run, SEEDS=n runs n random seeds,
 # CHAOS_DURATION=s changes the length of the faulted load (default 300 s), CHAOS_TOPOLOGY=cluster
-# or sentinel runs it on a local Redis Cluster or behind Sentinel, with primary failovers.
+# or sentinel runs it on a local Redis Cluster or behind Sentinel, with primary failovers,
+# CHAOS_SHARDS=n spreads the queue over n shards (DTQ SHARDS).
 chaos: $(STAMP)
 	$(PY) -m tests.chaos.run --duration $(or $(CHAOS_DURATION),300) \
 		$(if $(SEED),--seed $(SEED),--seeds $(or $(SEEDS),1)) \
-		$(if $(CHAOS_TOPOLOGY),--topology $(CHAOS_TOPOLOGY)) $(CHAOS_ARGS)
+		$(if $(CHAOS_TOPOLOGY),--topology $(CHAOS_TOPOLOGY)) \
+		$(if $(CHAOS_SHARDS),--shards $(CHAOS_SHARDS)) $(CHAOS_ARGS)
 
 # The CI-sized variant (also part of `make test`).
 chaos-short: $(STAMP)

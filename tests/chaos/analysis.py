@@ -68,15 +68,21 @@ def cause_of(d: RunData, prev: Execution, nxt: Execution) -> ProcessFault | None
     for fault in d.process_faults:
         if fault.pid == prev.pid and prev.start - SLACK <= fault.t <= nxt.start:
             return fault
-    for kill in killed_primaries(d, prev.start - SLACK, nxt.start):
+    for kill in killed_primaries(d, prev.start - SLACK, nxt.start, prev.id):
         if outcome_lost(prev, kill) or (nxt.attempt == prev.attempt and claim_lost(prev, kill)):
             return ProcessFault(kill, "failover", prev.pid, "redis", "redis")
     return None
 
 
-def killed_primaries(d: RunData, since: float, until: float) -> list[float]:
-    """Return when the primary was SIGKILLed (Cluster, Sentinel) between since and until."""
-    return [f.t for f in d.failovers if since <= f.t <= until]
+def killed_primaries(d: RunData, since: float, until: float, task_id: str) -> list[float]:
+    """Return when the primary holding a task's shard was SIGKILLed (Cluster, Sentinel) between
+    since and until."""
+    shard = d.records.get(task_id, {}).get("shard")
+    return [
+        f.t
+        for f in d.failovers
+        if since <= f.t <= until and (f.shards is None or shard is None or shard in f.shards)
+    ]
 
 
 def outcome_lost(ex: Execution, kill: float) -> bool:
@@ -152,7 +158,7 @@ def _failover_reclaim(
 ) -> ProcessFault | None:
     """Return the primary kill that rolled this attempt back to RUNNING (its outcome lost)."""
     runs = [ex for ex in d.executions.get(tid, []) if ex.attempt == attempt and ex.pid == pid]
-    for kill in killed_primaries(d, start - SLACK, end):
+    for kill in killed_primaries(d, start - SLACK, end, tid):
         if any(outcome_lost(ex, kill) for ex in runs):
             return ProcessFault(kill, "failover", pid or 0, "redis", "redis")
     return None

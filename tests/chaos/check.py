@@ -12,8 +12,10 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from pathlib import Path
+from typing import Any
 
 from dtq.engine.cron import Timing
+from dtq.engine.ids import shard_of
 from tests.chaos import analysis
 from tests.chaos.config import PERIODIC
 from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, Execution, RunData, load
@@ -162,7 +164,8 @@ def attempt_once(d: RunData) -> Check:
     for (tid, a), same in runs.items():
         if len(same) < 2:
             continue
-        kills = analysis.killed_primaries(d, same[0].start - analysis.SLACK, same[1].start)
+        since = same[0].start - analysis.SLACK
+        kills = analysis.killed_primaries(d, since, same[1].start, tid)
         if any(analysis.claim_lost(same[0], kill) for kill in kills):
             by_failover += 1
         else:
@@ -426,34 +429,93 @@ def workflow_fan_in(d: RunData) -> Check:
 
 
 def nothing_in_flight(d: RunData) -> Check:
-    """After the drain: XPENDING empty, no stream entry, schedule/running/active all zero."""
+    """After the drain, in every shard: XPENDING empty, no stream entry, schedule/running/active
+    all zero."""
     left = dict(d.snapshot.get("leftovers", {}))
     left["active"] = d.snapshot.get("stats", {}).get("active", 0)
     bad = [f"{name}={n}" for name, n in left.items() if n]
+    for n, shard in enumerate(d.snapshot.get("leftovers_by_shard", [])):
+        bad += [f"shard {n}: {name}={v}" for name, v in shard.items() if v]
     bad += [f"orphan schedule member {tid}" for tid in d.snapshot.get("schedule", [])]
     bad += [f"running member {tid}" for tid in d.snapshot.get("running", [])]
     summary = ", ".join(f"{k}={v}" for k, v in left.items())
     return _check("nothing pending or orphaned", bad, summary)
 
 
-def counters_agree(d: RunData) -> Check:
-    """The queue's counters agree with the records: one submit and one ending per task."""
-    stats = d.snapshot.get("stats", {})
-    states = Counter(r["state"] for r in d.records.values())
+def _counter_mismatches(stats: dict[str, int], records: list[dict[str, Any]]) -> list[str]:
+    """Return the counters of one queue (or shard) that disagree with its records."""
+    states = Counter(r["state"] for r in records)
     pairs = {
-        "submitted": len(d.records),
+        "submitted": len(records),
         "succeeded": states["SUCCEEDED"],
         "failed": states["FAILED"],
         "dead_lettered": states["DEAD_LETTERED"],
         "cancelled": states["CANCELLED"],
         "expired": states["EXPIRED"],
     }
-    bad = [
+    return [
         f"{k}: counter {stats.get(k, 0)} != records {n}"
         for k, n in pairs.items()
         if stats.get(k, 0) != n
     ]
-    return _check("counters agree with records", bad, f"{dict(states)}")
+
+
+def counters_agree(d: RunData) -> Check:
+    """The queue's counters agree with the records: one submit and one ending per task, summed
+    over shards and in each shard (a task is counted in the shard it lives in)."""
+    records = list(d.records.values())
+    bad = _counter_mismatches(d.snapshot.get("stats", {}), records)
+    by_shard = d.snapshot.get("stats_by_shard", [])
+    if len(by_shard) > 1:
+        for n, stats in enumerate(by_shard):
+            mine = [r for r in records if r.get("shard") == n]
+            bad += [f"shard {n}: {m}" for m in _counter_mismatches(stats, mine)]
+    states = Counter(r["state"] for r in records)
+    summary = f"{dict(states)}"
+    if len(by_shard) > 1:
+        summary += f"; submitted per shard {[s.get('submitted', 0) for s in by_shard]}"
+    return _check("counters agree with records", bad, summary)
+
+
+def in_its_shard(d: RunData) -> Check:
+    """Every task lives in the shard its id names (ids.shard_of), once: its record, its index
+    entries and its DLQ entry; a workflow's members and its idempotency records are with their
+    task; all 'limited' tasks share one shard, their limit line's (so the limit is global)."""
+    snap, bad = d.snapshot, []
+    where = {tid: rec["shard"] for tid, rec in d.records.items() if "shard" in rec}
+    bad += [f"{tid}: a record in shards {s}" for tid, s in snap.get("record_copies", {}).items()]
+    bad += [
+        f"{tid}: record in shard {n}, its id names {shard_of(tid)}"
+        for tid, n in where.items()
+        if n != shard_of(tid)
+    ]
+    for n, indexes in enumerate(snap.get("indexes_by_shard", [])):
+        for state, members in indexes.items():
+            bad += [f"{t}: in shard {n}'s {state} index" for t in members if where.get(t) != n]
+    for entry in snap.get("dlq", []):
+        if "shard" in entry and entry["shard"] != where.get(entry["task"]):
+            bad.append(f"{entry['task']}: DLQ entry in shard {entry['shard']}")
+    for key, found in snap.get("idempotency_shards", {}).items():
+        task = snap.get("idempotency", {}).get(key, {}).get("task")
+        if found != [where.get(task)]:
+            bad.append(
+                f"idempotency key {key}: in shards {found}, its task {task} in {where.get(task)}"
+            )
+    wf_shards = snap.get("workflow_shards", {})
+    for row in d.submissions:
+        if row["kind"] == "workflow" and row["id"] in wf_shards:
+            for tid in [*row["members"], row["callback"]]:
+                if where.get(tid) != wf_shards[row["id"]]:
+                    bad.append(f"{tid}: member of {row['id']}, in shard {where.get(tid)}")
+    limited = {
+        where[t] for t, m in analysis.tasks(d).items() if m["cls"] == "limited" and t in where
+    }
+    if len(limited) > 1:
+        bad.append(f"'limited' tasks (one limit line) in shards {sorted(limited)}")
+    used = Counter(where.values())
+    summary = f"{snap.get('shards', 1)} shard(s); records per shard {dict(sorted(used.items()))}"
+    summary += f"; 'limited' tasks in shard(s) {sorted(limited)}"
+    return _check("every task in the shard its id names", bad, summary)
 
 
 def workers_resume(d: RunData) -> Check:
@@ -495,6 +557,7 @@ CHECKS: list[Callable[[RunData], Check]] = [
     nothing_in_flight,
     limit_held,
     counters_agree,
+    in_its_shard,
     workers_resume,
 ]
 

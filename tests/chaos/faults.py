@@ -26,8 +26,9 @@ KINDS = {  # kind: relative weight
     "redis_kill": 6,
 }
 REDIS_RESTARTS = ("redis_term", "redis_kill")  # one server only
-# Cluster and Sentinel: SIGKILL the primary of the run's shard, its replica is promoted, and the
-# old primary comes back (empty) as a replica later; it takes the place of the restarts.
+# Cluster and Sentinel: SIGKILL the primary of one of the run's shards (pick chooses which), its
+# replica is promoted, and the old primary comes back (empty) as a replica later; it takes the
+# place of the restarts.
 FAILOVER = {"primary_kill": 12}
 
 
@@ -129,7 +130,8 @@ class FaultRunner(threading.Thread):
             if self._redis is not None and self._redis.is_alive():
                 return False  # one Redis restart or failover at a time
             if fault.kind in FAILOVER:
-                action = functools.partial(c.fail_over, fault.seconds)
+                shard = int(fault.pick * c.cfg.shards)
+                action = functools.partial(c.fail_over, fault.seconds, shard)
             else:
                 sig = signal.SIGTERM if fault.kind == "redis_term" else signal.SIGKILL
                 action = functools.partial(c.restart_redis, sig, fault.seconds)

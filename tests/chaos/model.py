@@ -58,6 +58,7 @@ class Failover:
 
     t: float
     promoted: float | None = None
+    shards: list[int] | None = None  # the shards the killed primary held (None: every shard)
 
 
 @dataclass
@@ -199,7 +200,7 @@ def failovers(events: list[dict[str, Any]]) -> list[Failover]:
     out: list[Failover] = []
     for row in events:
         if row["kind"] == "primary_kill":
-            out.append(Failover(row["t"]))
+            out.append(Failover(row["t"], shards=row.get("shards")))
         elif row["kind"] == "promoted" and out and out[-1].promoted is None:
             out[-1].promoted = row["t"]
     return out

@@ -27,11 +27,12 @@ def _column_order(name: str) -> tuple[int, str]:
 
 
 def _topology(cfg: dict[str, Any]) -> str:
-    topology = cfg.get("topology", "single")
+    topology, shards = cfg.get("topology", "single"), cfg.get("shards", 1)
+    spread = f", the queue over {shards} shards" if shards > 1 else ""
     if topology == "single":
-        return f"one server, AOF appendfsync {cfg['appendfsync']}"
+        return f"one server, AOF appendfsync {cfg['appendfsync']}{spread}"
     what = "a 3-primary Cluster" if topology == "cluster" else "a primary behind 3 Sentinels"
-    return f"{what}, {cfg['replicas']} replicas per primary, SUBMIT_REPLICAS=1"
+    return f"{what}, {cfg['replicas']} replicas per primary, SUBMIT_REPLICAS=1{spread}"
 
 
 def render(d: RunData, checks: list[Check]) -> str:

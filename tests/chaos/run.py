@@ -3,6 +3,7 @@
     python -m tests.chaos.run --duration 300 --seed 7 --seed 8
     python -m tests.chaos.run --short --seeds 3        # three random seeds, CI-sized runs
     python -m tests.chaos.run --topology cluster       # on a local Cluster, with failovers
+    python -m tests.chaos.run --shards 3               # the queue spread over three shards
 
 Every run leaves its evidence in OUT/seed-N/ (re-check it offline with
 `python -m tests.chaos.check OUT/seed-N`). Exit status 1 when any invariant fails.
@@ -49,6 +50,7 @@ def parse(argv: list[str]) -> argparse.Namespace:
         help="Redis: one server with AOF (default), a 3-primary Cluster, or Sentinel; the last "
         "two SIGKILL the primary (failover) and run with SUBMIT_REPLICAS=1",
     )
+    parser.add_argument("--shards", type=int, help="DTQ SHARDS of the run's processes (default 1)")
     parser.add_argument("--redis-downtime", type=float, help="longest Redis outage (seconds)")
     parser.add_argument("--out", type=Path, default=ROOT / "var" / "chaos", help="evidence dir")
     parser.add_argument("--keep", action="store_true", help="keep the evidence of passing runs")
@@ -63,12 +65,12 @@ def run_seed(seed: int, args: argparse.Namespace) -> bool:
     from tests.chaos.report import render
     from tests.chaos.scenario import Run
 
-    names = ("duration", "rate", "appendfsync", "redis_downtime", "topology")
+    names = ("duration", "rate", "appendfsync", "redis_downtime", "topology", "shards")
     changes = {k: v for k in names if (v := getattr(args, k))}
     cfg = (config.short if args.short else config.full)(seed, **changes)
     run_dir = args.out / f"seed-{seed}"
     shutil.rmtree(run_dir, ignore_errors=True)
-    where = f"on {cfg.topology} Redis"
+    where = f"on {cfg.topology} Redis, {cfg.shards} shard(s)"
     print(
         f"chaos: seed {seed}, {cfg.duration:.0f}s of load {where}, evidence in {run_dir}",
         flush=True,

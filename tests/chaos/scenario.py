@@ -14,8 +14,7 @@ from typing import Any
 
 import redis
 
-from dtq.engine import firing
-from dtq.engine.keys import Keys
+from dtq.engine import firing, shards
 from tests.chaos import evidence, snapshot
 from tests.chaos.cluster import Cluster
 from tests.chaos.config import PERIODIC, ChaosConfig
@@ -56,7 +55,6 @@ class Run:
         self.submissions = evidence.JsonLog(run_dir / evidence.SUBMISSIONS)
         self.cancels = evidence.JsonLog(run_dir / evidence.CANCELS)
         self.cluster = Cluster(cfg, run_dir, self.log, self.prefix)
-        self.client: redis.Redis | None = None
 
     def execute(self) -> Path:
         """Run every phase; processes and Redis are stopped whatever happens."""
@@ -69,8 +67,6 @@ class Run:
             self._snapshot()
         finally:
             self.cluster.stop()
-            if self.client is not None:
-                self.client.close()
             for log in (self.log, self.submissions, self.cancels):
                 log.close()
         return self.run_dir
@@ -87,10 +83,11 @@ class Run:
         self.cluster.start_redis()
         redis_settings = self.cluster.redis.settings()
         self.configure({**redis_settings, "KEY_PREFIX": self.prefix, **self.cfg.dtq_settings()})
-        self.client = self.cluster.redis.primary_client()
         self.cluster.start()
-        workers = f"{self.prefix}:{{0}}:workers"
-        ready = wait_until(lambda: self.client.zcard(workers) >= self.cfg.workers, STARTUP_TIMEOUT)
+        home = shards.keys(shards.HOME, self.prefix)
+        ready = wait_until(
+            lambda: self._home().zcard(home.workers) >= self.cfg.workers, STARTUP_TIMEOUT
+        )
         if not ready:
             raise RuntimeError(f"workers did not start within {STARTUP_TIMEOUT}s; see logs/")
         self.log.write("phase", phase="started")
@@ -114,33 +111,33 @@ class Run:
         self.cluster.heal()
         self.log.write("phase", phase="heal")
         wait_until(self.cluster.all_running, 30.0)
-        assert self.client is not None
-        self.client.close()  # after a failover the primary is another server
-        self.client = self.cluster.redis.primary_client()
-        keys = Keys(self.prefix, 0)
-        self._stop_schedules(keys)
+        self._stop_schedules()
         done = wait_until(
-            lambda: not any(snapshot.leftovers(self.client, keys).values()),
+            lambda: not any(snapshot.total(snapshot.leftovers(self.prefix)).values()),
             self.cfg.drain_timeout,
             interval=0.25,
         )
         self.log.write("phase", phase="drained" if done else "drain_timeout")
 
-    def _stop_schedules(self, keys: Keys) -> None:
-        """Let the healed schedulers catch up, then pause the periodic schedules so the queue
-        can drain; the checker expects every slot up to the pause fired exactly once."""
-        assert self.client is not None
+    def _home(self) -> redis.Redis:
+        """Return this process's dtq client of HOME (it follows restarts and failovers)."""
+        return shards.client(shards.HOME)
+
+    def _stop_schedules(self) -> None:
+        """Let the healed schedulers catch up, then pause the periodic schedules (kept in
+        HOME) so the queue can drain; the checker expects every slot up to the pause fired
+        exactly once."""
         time.sleep(PERIODIC_SETTLE)
-        seconds, micros = self.client.time()
+        home, keys = self._home(), shards.keys(shards.HOME, self.prefix)
+        seconds, micros = home.time()
         paused_ms = int(seconds) * 1000 + int(micros) // 1000
         for name in PERIODIC:
-            self.client.hset(keys.periodic(name), "paused", "1")
+            home.hset(keys.periodic(name), "paused", "1")
         self.log.write("periodic_paused", redis_ms=paused_ms, settle=PERIODIC_SETTLE)
 
     def _snapshot(self) -> None:
-        assert self.client is not None
         rows = evidence.read_jsonl(self.run_dir / evidence.SUBMISSIONS)
         idem_keys = sorted({r["key"] for r in rows if r.get("key")})
-        data = snapshot.take(self.client, self.prefix, idem_keys)
+        data = snapshot.take(self.prefix, idem_keys)
         (self.run_dir / evidence.SNAPSHOT).write_text(json.dumps(data))
         self.log.write("phase", phase="snapshot")

@@ -1,6 +1,6 @@
 """The Redis side of a chaos run, per topology: one private server with AOF (restarted by the
-redis faults), or a local Cluster or Sentinel set (tests/topology.py) whose shard-0 primary the
-failover fault SIGKILLs and later brings back as a replica."""
+redis faults), or a local Cluster or Sentinel set (tests/topology.py) one of whose primaries
+the failover fault SIGKILLs and later brings back as a replica."""
 
 from __future__ import annotations
 
@@ -9,14 +9,12 @@ import time
 from pathlib import Path
 from typing import Any
 
-import redis
-
 from dtq.embedded import RedisServer
 from tests.chaos import evidence
 from tests.chaos.config import ChaosConfig
 from tests.topology import SERVICE, LocalCluster, LocalSentinel, Server, free_block, wait_until
 
-SHARD_TAG = "{0}"  # every key of the run is in shard 0's slot (SHARDS = 1)
+SEED_TAG = "{0}"  # dtq is configured with a node that does not serve HOME's slot
 REJOIN_TIMEOUT = 30.0  # seconds a restarted primary gets to be a linked replica again
 
 
@@ -43,10 +41,6 @@ class SingleServer:
         self.server.start()
         log.write("redis_up", port=self.server.port, binary=self.server.binary)
 
-    def primary_client(self) -> redis.Redis:
-        """Return a client of the server that holds the run's keys."""
-        return redis.Redis.from_url(self.url, decode_responses=True)
-
     def stop(self, sig: int = signal.SIGTERM) -> None:
         self.server.stop(sig)
 
@@ -63,16 +57,16 @@ class ReplicatedServers:
         else:
             self.servers = LocalSentinel(free_block(), replicas=cfg.replicas)
 
-    def primary(self) -> Server:
-        """Return the server that is the primary of the run's keys now."""
+    def primary(self, shard: int = 0) -> Server:
+        """Return the server that is the primary of a shard's keys now."""
         if isinstance(self.servers, LocalCluster):
-            return self.servers.owner(SHARD_TAG)
+            return self.servers.owner(f"{{{shard}}}")
         return self.servers.primary()
 
     def _seed(self) -> Server:
         """Return the node dtq is configured with: one that must redirect, on a cluster."""
         if isinstance(self.servers, LocalCluster):
-            return self.servers.not_owner(SHARD_TAG)
+            return self.servers.not_owner(SEED_TAG)
         return self.servers.primary()
 
     @property
@@ -99,18 +93,18 @@ class ReplicatedServers:
             return self.servers.servers
         return self.servers.data
 
-    def primary_client(self) -> redis.Redis:
-        """Return a client of the current primary of the run's keys (all in one slot)."""
-        return redis.Redis(port=self.primary().port, decode_responses=True, socket_timeout=10)
-
-    def fail_over(self, log: evidence.JsonLog, rejoin_after: float) -> None:
-        """SIGKILL the primary, wait for its replica's promotion, then after rejoin_after
-        restart the old primary (empty: no AOF on replicated servers) as a replica."""
-        old = self.primary()
-        log.write("primary_kill", port=old.port)
+    def fail_over(
+        self, log: evidence.JsonLog, rejoin_after: float, shard: int, shards: int
+    ) -> None:
+        """SIGKILL the primary of a shard, wait for its replica's promotion, then after
+        rejoin_after restart the old primary (empty: no AOF on replicated servers) as a replica.
+        The kill is logged with every shard of the run that primary held."""
+        old = self.primary(shard)
+        held = [n for n in range(shards) if self.primary(n) is old]
+        log.write("primary_kill", port=old.port, shards=held)
         started = time.monotonic()
         if isinstance(self.servers, LocalCluster):
-            new = self.servers.fail_over(SHARD_TAG)
+            new = self.servers.fail_over(f"{{{shard}}}")
         else:
             new = self.servers.fail_over()
         log.write("promoted", port=new.port, seconds=round(time.monotonic() - started, 3))

@@ -1,14 +1,21 @@
-"""Read the Redis side of a run after the drain: records, counters, DLQ, idempotency records,
-events and leftovers, written to snapshot.json for the offline checker."""
+"""Read the Redis side of a run after the drain, from every shard: records, counters, DLQ,
+idempotency records, events and leftovers, written to snapshot.json for the offline checker.
+
+Each shard is read through its own client (dtq.engine.shards.client: on a Cluster, the primary
+of the shard's slot). Totals are summed over shards; what the checker needs per shard (the
+shard a record, an index entry, a DLQ entry or a workflow was found in, each shard's counters
+and leftovers) is kept beside them.
+"""
 
 from __future__ import annotations
 
 import json
+from collections import Counter, defaultdict
 from typing import Any
 
 import redis
 
-from dtq.engine import events
+from dtq.engine import events, shards
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.layout import STATE_ORDER
 from tests.chaos.config import QUEUE
@@ -31,8 +38,13 @@ RECORD_FIELDS = (
 NOT_DONE = ("PENDING", "QUEUED", "RUNNING", "RETRYING")
 
 
-def leftovers(client: redis.Redis, keys: Keys) -> dict[str, int]:
-    """Return everything still in flight; all zero once the queue is drained."""
+def every_shard(prefix: str) -> list[tuple[int, redis.Redis, Keys]]:
+    """Return (shard, client, keys) of every shard of the run, shard 0 first."""
+    return [(n, shards.client(n), shards.keys(n, prefix)) for n in shards.numbers()]
+
+
+def leftovers_of(client: redis.Redis, keys: Keys) -> dict[str, int]:
+    """Return everything still in flight in one shard; all zero once it is drained."""
     pipe = client.pipeline(transaction=False)
     pipe.zcard(keys.running)
     pipe.zcard(keys.schedule)
@@ -50,45 +62,60 @@ def leftovers(client: redis.Redis, keys: Keys) -> dict[str, int]:
     return out
 
 
+def leftovers(prefix: str) -> list[dict[str, int]]:
+    """Return each shard's leftovers, shard 0 first."""
+    return [leftovers_of(client, keys) for _, client, keys in every_shard(prefix)]
+
+
+def total(per_shard: list[dict[str, int]]) -> dict[str, int]:
+    """Return counters summed over shards."""
+    out: Counter[str] = Counter()
+    for counters in per_shard:
+        out.update(counters)
+    return {name: out[name] for name in sorted(out)}
+
+
 def pending_entries(client: redis.Redis, keys: Keys) -> int:
     """Return how many entries of the chaos queue are read and not acknowledged (XPENDING)."""
-    total = 0
+    count = 0
     for band in BANDS:
         stream = keys.stream(QUEUE, band)
         if client.exists(stream) and client.xinfo_groups(stream):
-            total += int(client.xpending(stream, GROUP)["pending"])
-    return total
+            count += int(client.xpending(stream, GROUP)["pending"])
+    return count
 
 
-def _records(client: redis.Redis, keys: Keys) -> dict[str, dict[str, Any]]:
+def _records(client: redis.Redis, keys: Keys) -> list[dict[str, Any]]:
     names = list(client.scan_iter(keys.task("*"), count=1000))
     pipe = client.pipeline(transaction=False)
     for name in names:
         pipe.hmget(name, RECORD_FIELDS)
-    records = {}
+    records = []
     for values in pipe.execute():
         rec = dict(zip(RECORD_FIELDS, values, strict=True))
         if rec["id"]:
             rec["history"] = json.loads(rec["history"] or "[]")
             rec["error"] = json.loads(rec["error"]) if rec["error"] else None
-            records[rec["id"]] = rec
+            rec["shard"] = keys.shard
+            records.append(rec)
     return records
 
 
 def _events(client: redis.Redis, keys: Keys) -> list[list[Any]]:
-    """Return every lifecycle event as [type, task, attempt, state, ms]."""
+    """Return every lifecycle event of a shard as [type, task, attempt, state, ms, shard]."""
     out, cursor = [], "-"
     while True:
         batch = client.xrange(keys.events, cursor, "+", count=5000)
         for e in events.decode(batch):
-            out.append([e["type"], e["task"], e.get("attempt"), e.get("state"), e["ts"]])
+            row = [e["type"], e["task"], e.get("attempt"), e.get("state"), e["ts"], keys.shard]
+            out.append(row)
         if len(batch) < 5000:
             return out
         cursor = "(" + batch[-1][0]
 
 
 def _workflows(client: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
-    """Return every workflow hash (the fan-in state) by workflow id."""
+    """Return every workflow hash of a shard (the fan-in state) by workflow id."""
     names = [n for n in client.scan_iter(keys.workflow("*"), count=1000) if ":ready" not in n]
     pipe = client.pipeline(transaction=False)
     for name in names:
@@ -96,9 +123,8 @@ def _workflows(client: redis.Redis, keys: Keys) -> dict[str, dict[str, str]]:
     return {h["id"]: h for h in pipe.execute() if h.get("id")}
 
 
-def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, Any]:
-    """Return the whole Redis side of a run as JSON-ready data."""
-    keys = Keys(prefix, 0)
+def _shard(client: redis.Redis, keys: Keys, idem_keys: list[str]) -> dict[str, Any]:
+    """Return the raw Redis side of one shard."""
     pipe = client.pipeline(transaction=False)
     pipe.hgetall(keys.stats(QUEUE))
     pipe.xrange(keys.dlq(QUEUE))
@@ -111,16 +137,59 @@ def take(client: redis.Redis, prefix: str, idem_keys: list[str]) -> dict[str, An
     stats, dlq, schedule, running, *rest = pipe.execute()
     indexes, idem = rest[: len(STATE_ORDER)], rest[len(STATE_ORDER) :]
     return {
-        "redis_version": client.info("server")["redis_version"],
-        "appendfsync": client.config_get("appendfsync").get("appendfsync"),
         "stats": {k: int(v) for k, v in stats.items()},
-        "dlq": [{"entry": eid, "task": f["t"], "attempts": f.get("attempts")} for eid, f in dlq],
+        "dlq": [
+            {"entry": eid, "task": f["t"], "attempts": f.get("attempts"), "shard": keys.shard}
+            for eid, f in dlq
+        ],
         "schedule": schedule,
         "running": running,
         "indexes": {str(s): ids for s, ids in zip(STATE_ORDER, indexes, strict=True)},
-        "idempotency": dict(zip(idem_keys, idem, strict=True)),
-        "leftovers": leftovers(client, keys),
+        "idempotency": {k: rec for k, rec in zip(idem_keys, idem, strict=True) if rec},
+        "leftovers": leftovers_of(client, keys),
         "records": _records(client, keys),
         "events": _events(client, keys),
         "workflows": _workflows(client, keys),
+    }
+
+
+def take(prefix: str, idem_keys: list[str]) -> dict[str, Any]:
+    """Return the whole Redis side of a run, over every shard, as JSON-ready data."""
+    home = shards.client(shards.HOME)
+    parts = [_shard(client, keys, idem_keys) for _, client, keys in every_shard(prefix)]
+    records: dict[str, dict[str, Any]] = {}
+    copies: dict[str, list[int]] = defaultdict(list)  # a record found in several shards
+    idempotency: dict[str, dict[str, str]] = {}
+    idem_shards: dict[str, list[int]] = defaultdict(list)
+    workflow_shards: dict[str, int] = {}
+    for n, part in enumerate(parts):
+        for rec in part["records"]:
+            copies[rec["id"]].append(n)
+            records.setdefault(rec["id"], rec)
+        for key, rec in part["idempotency"].items():
+            idem_shards[key].append(n)
+            idempotency.setdefault(key, rec)
+        workflow_shards.update({wf: n for wf in part["workflows"]})
+    return {
+        "redis_version": home.info("server")["redis_version"],
+        "appendfsync": home.config_get("appendfsync").get("appendfsync"),
+        "shards": len(parts),
+        "stats": total([p["stats"] for p in parts]),
+        "stats_by_shard": [p["stats"] for p in parts],
+        "dlq": [entry for p in parts for entry in p["dlq"]],
+        "schedule": [tid for p in parts for tid in p["schedule"]],
+        "running": [tid for p in parts for tid in p["running"]],
+        "indexes": {
+            s: [tid for p in parts for tid in p["indexes"][s]] for s in map(str, STATE_ORDER)
+        },
+        "indexes_by_shard": [p["indexes"] for p in parts],
+        "idempotency": {key: idempotency.get(key, {}) for key in idem_keys},
+        "idempotency_shards": dict(idem_shards),
+        "leftovers": total([p["leftovers"] for p in parts]),
+        "leftovers_by_shard": [p["leftovers"] for p in parts],
+        "records": records,
+        "record_copies": {tid: where for tid, where in copies.items() if len(where) > 1},
+        "events": sorted((e for p in parts for e in p["events"]), key=lambda e: e[4]),
+        "workflows": {wf: h for p in parts for wf, h in p["workflows"].items()},
+        "workflow_shards": workflow_shards,
     }

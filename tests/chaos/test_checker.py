@@ -11,7 +11,7 @@ import pytest
 
 from dtq.engine.cron import Timing
 from tests.chaos import model
-from tests.chaos.check import run_checks
+from tests.chaos.check import counters_agree, in_its_shard, run_checks
 from tests.chaos.config import PERIODIC
 
 T0 = 1_000_000.0
@@ -311,6 +311,20 @@ def test_a_primary_kill_explains_a_rerun_only_within_the_replication_window(atte
     assert failures(raw) == caught
 
 
+@pytest.mark.parametrize("attempt", [1, 2])
+def test_a_primary_kill_explains_only_reruns_of_the_shards_it_held(attempt: int) -> None:
+    # A's record is in shard 1; a kill of the primary of shards 0 and 2 explains nothing of A's.
+    raw = copy.deepcopy(healthy())
+    raw["snapshot"]["records"][A]["shard"] = 1
+    rerun_a_after(raw, T0 + 1.4, attempt)
+    primary_killed(raw, T0 + 0.5)
+    unexplained = "duplicates explained by a fault (unexplained = 0)"
+    raw["events"][-2]["shards"] = [0, 2]
+    assert unexplained in failures(raw)
+    raw["events"][-2]["shards"] = [1]
+    assert unexplained not in failures(raw)
+
+
 def test_a_worker_silent_after_a_failover_fails() -> None:
     raw = copy.deepcopy(healthy())
     primary_killed(raw, T0 + 3.2)  # pid 11 runs nothing after T0 + 3.7, and lives on
@@ -403,3 +417,74 @@ def test_a_broken_fan_in_fails(plant: Any) -> None:
     raw = chord_run()
     plant(raw)
     assert not fan_in_ok(raw)
+
+
+# ----- several shards: every task where its id says, counters per shard ------------------
+
+S0, S2 = "0" * 10 + "00" + "a" * 10, "0" * 10 + "02" + "b" * 10  # ids naming shards 0 and 2
+
+
+def three_shards(**snapshot: Any) -> model.RunData:
+    """A drained three-shard run: S0 succeeded in shard 0, S2 dead-lettered in shard 2."""
+    records = {
+        S0: record(S0, "chaos.ordinary", "SUCCEEDED", 1, T0 + 0.2) | {"shard": 0},
+        S2: record(S2, "chaos.poison", "DEAD_LETTERED", 3, T0 + 3.1) | {"shard": 2},
+    }
+    snap = {
+        "shards": 3,
+        "records": records,
+        "indexes_by_shard": [{"SUCCEEDED": [S0]}, {}, {"DEAD_LETTERED": [S2]}],
+        "dlq": [{"entry": "1-0", "task": S2, "shard": 2}],
+        "stats": {"submitted": 2, "succeeded": 1, "dead_lettered": 1},
+        "stats_by_shard": [{"submitted": 1, "succeeded": 1}, {}, {"submitted": 1}],
+        **snapshot,
+    }
+    snap["stats_by_shard"][2].setdefault("dead_lettered", 1)
+    submissions = [
+        row("submit", T0, result="ok", id=S0, cls="limited", max_attempts=3),
+        row("submit", T0, result="ok", id=S2, cls="poison", max_attempts=3),
+    ]
+    data = model.RunData({}, "p", [], [], submissions, [], [], snap)
+    model.index(data)
+    return data
+
+
+def test_tasks_in_the_shards_their_ids_name_pass() -> None:
+    data = three_shards()
+    assert in_its_shard(data).ok, in_its_shard(data).examples
+    assert counters_agree(data).ok, counters_agree(data).examples
+
+
+@pytest.mark.parametrize(
+    "snapshot",
+    [
+        {"record_copies": {S0: [0, 1]}},
+        {"indexes_by_shard": [{"SUCCEEDED": [S0]}, {"DEAD_LETTERED": [S2]}, {}]},
+        {"dlq": [{"entry": "1-0", "task": S2, "shard": 0}]},
+        {"idempotency": {"k": {"task": S0}}, "idempotency_shards": {"k": [1]}},
+    ],
+    ids=["two copies", "index elsewhere", "dlq elsewhere", "idempotency elsewhere"],
+)
+def test_a_task_part_in_another_shard_is_caught(snapshot: dict[str, Any]) -> None:
+    assert not in_its_shard(three_shards(**snapshot)).ok
+
+
+def test_a_record_in_another_shard_than_its_id_names_is_caught() -> None:
+    data = three_shards()
+    data.snapshot["records"][S2]["shard"] = 1
+    assert "record in shard 1, its id names 2" in " ".join(in_its_shard(data).examples)
+
+
+def test_a_limit_line_split_over_shards_is_caught() -> None:
+    data = three_shards()
+    data.accepted[S2]["cls"] = "limited"
+    assert not in_its_shard(data).ok
+
+
+def test_counters_are_checked_in_each_shard() -> None:
+    # The totals agree, but shard 0 counted shard 2's submit.
+    bad = three_shards(stats_by_shard=[{"submitted": 2, "succeeded": 1}, {}, {}])
+    assert counters_agree(bad).examples == [
+        "shard 0: submitted: counter 2 != records 1",
+        "shard 2: submitted: counter 0 != records 1",
+    ]
