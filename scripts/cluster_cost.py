@@ -122,15 +122,9 @@ def main() -> None:
     opts = parser.parse_args()
     from tests.topology import CLUSTER_PORT, LocalCluster
 
-    work = tempfile.mkdtemp(prefix="dtq-cost-")
-    proc, client = cost.start_redis(work)
-    try:
+    with cost.private_redis("cost") as (client, _):
         port = client.connection_pool.connection_kwargs["port"]
         run("one server        ", port, {}, {port: client}, opts)
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
     cluster = LocalCluster(CLUSTER_PORT).start()
     try:
         spread_shards(cluster, max(opts.shards))

@@ -13,10 +13,8 @@ the robust figure. Run it on two commits alternately to compare.
 from __future__ import annotations
 
 import argparse
-import shutil
 import statistics
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -25,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import setup_in_process, start_redis  # noqa: E402
+from redis_cost import private_redis, setup_in_process  # noqa: E402
 
 Phase = Callable[[int], None]
 
@@ -44,9 +42,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bulk", type=int, default=500, help="tasks per enqueue_many call")
     opts = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="dtq-enqueue-cost-")
-    proc, client = start_redis(work)
-    try:
+    with private_redis("enqueue-cost") as (client, work):
         port = int(client.connection_pool.connection_kwargs["port"])
         setup_in_process(port, "dtqenqueue", work)
         from dtq_project.demo.tasks import add
@@ -78,10 +74,6 @@ def main() -> None:
         ratios = [b[0] / o[0] for o, b in zip(figures["one"], figures["bulk"], strict=True)]
         shown = ", ".join(f"{r:.1f}" for r in ratios)
         print(f"bulk/one {statistics.median(ratios):.2f}x (per round: {shown})")
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

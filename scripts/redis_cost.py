@@ -15,6 +15,7 @@ check itself (docs/flow-control.md).
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import shutil
 import socket
@@ -22,6 +23,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,6 +75,19 @@ def start_redis(work: str) -> tuple[subprocess.Popen[bytes], redis.Redis]:
             time.sleep(0.05)
     proc.kill()
     raise RuntimeError("redis-server did not start")
+
+
+@contextlib.contextmanager
+def private_redis(name: str) -> Iterator[tuple[redis.Redis, str]]:
+    """Run a private redis-server in a new temporary directory; yield (client, directory)."""
+    work = tempfile.mkdtemp(prefix=f"dtq-{name}-")
+    proc, client = start_redis(work)
+    try:
+        yield client, work
+    finally:
+        proc.kill()
+        proc.wait()
+        shutil.rmtree(work, ignore_errors=True)
 
 
 def dtq_env(port: int, prefix: str, work: str) -> dict[str, str]:
@@ -226,9 +241,7 @@ def main() -> None:
         " and memory, use -n 5000 or less)",
     )
     opts = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="dtq-cost-")
-    proc, client = start_redis(work)
-    try:
+    with private_redis("cost") as (client, work):
         port = client.connection_pool.connection_kwargs["port"]
         env = {**os.environ, **dtq_env(port, PREFIX, work)}
         subprocess.run(
@@ -254,10 +267,6 @@ def main() -> None:
         if opts.per_script:
             per_script(client, n)
         print(f"TOTAL Redis CPU {(cpu2 - cpu0) * 1e6 / n:.1f} us/task")
-    finally:
-        proc.kill()
-        proc.wait()
-        shutil.rmtree(work, ignore_errors=True)
 
 
 if __name__ == "__main__":

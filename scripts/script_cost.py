@@ -15,14 +15,13 @@ import argparse
 import asyncio
 import statistics
 import sys
-import tempfile
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import setup_in_process, start_redis  # noqa: E402
+from redis_cost import private_redis, setup_in_process  # noqa: E402
 
 PER_ROUND = 400
 
@@ -82,9 +81,7 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--batch", type=int, default=8, help="entries per read/claim/finalize")
     opts = parser.parse_args()
-    work = tempfile.mkdtemp(prefix="dtq-script-cost-")
-    proc, client = start_redis(work)
-    try:
+    with private_redis("script-cost") as (client, work):
         port = int(client.connection_pool.connection_kwargs["port"])
         setup_in_process(port, "dtqscript", work)
         phases = asyncio.run(measure(port, opts.rounds, opts.batch))
@@ -95,9 +92,6 @@ def main() -> None:
             )
         total = sum(min(v) for v in phases.values())
         print(f"sum of lowest {total:.1f} us/task (batch {opts.batch})")
-    finally:
-        proc.kill()
-        proc.wait()
 
 
 if __name__ == "__main__":
