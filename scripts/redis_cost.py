@@ -67,14 +67,23 @@ def start_redis(work: str) -> tuple[subprocess.Popen[bytes], redis.Redis]:
         stdout=subprocess.DEVNULL,
     )
     client = redis.Redis(port=port, decode_responses=True)
-    for _ in range(100):
+    wait_until_up(proc, client, seconds=5, what="redis-server")
+    return proc, client
+
+
+def wait_until_up(
+    proc: subprocess.Popen[bytes], client: redis.Redis, seconds: float, what: str
+) -> None:
+    """Wait for the server to answer PING; kill it and raise when it does not in time."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline:
         try:
             client.ping()
-            return proc, client
+            return
         except redis.ConnectionError:
             time.sleep(0.05)
     proc.kill()
-    raise RuntimeError("redis-server did not start")
+    raise RuntimeError(f"{what} did not start")
 
 
 @contextlib.contextmanager

@@ -16,6 +16,7 @@ import asyncio
 import statistics
 import sys
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -24,6 +25,23 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from redis_cost import private_redis, setup_in_process  # noqa: E402
 
 PER_ROUND = 400
+
+
+async def read_all(
+    caller: Any, keys: Any, queues: list[str], worker: str, batch: int, n: int
+) -> list[Any]:
+    """Read up to n entries in read.lua batches of `batch`; return the batches."""
+    from dtq.engine import gateway
+
+    reads: list[Any] = []
+    got = 0
+    while got < n:
+        entries, _ = await gateway.read(caller, keys, queues, worker, batch)
+        if not entries:
+            break
+        reads.append(entries)
+        got += len(entries)
+    return reads
 
 
 async def measure(port: int, rounds: int, batch: int) -> dict[str, list[float]]:
@@ -56,14 +74,8 @@ async def measure(port: int, rounds: int, batch: int) -> dict[str, list[float]]:
         for i in range(PER_ROUND):
             add.enqueue(i, 1)
         took("submit", start)
-        reads, got = [], 0
         start = cpu()
-        while got < PER_ROUND:
-            entries, _ = await gateway.read(caller, keys, queues, worker, batch)
-            if not entries:
-                break
-            reads.append(entries)
-            got += len(entries)
+        reads = await read_all(caller, keys, queues, worker, batch, PER_ROUND)
         took("read", start)
         start = cpu()
         claims = [await gateway.claim(caller, keys, queues, e, worker, 60000) for e in reads]

@@ -27,7 +27,8 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-from redis_cost import free_port, setup_in_process  # noqa: E402
+from redis_cost import free_port, setup_in_process, wait_until_up  # noqa: E402
+from script_cost import read_all  # noqa: E402
 
 PHASES = ("read", "claim", "finalize")
 
@@ -47,15 +48,8 @@ def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
         stdout=subprocess.DEVNULL,
         stderr=subprocess.DEVNULL,
     )
-    client = redis.Redis(port=port)
-    for _ in range(600):
-        try:
-            client.ping()
-            return proc, port
-        except redis.ConnectionError:
-            time.sleep(0.1)
-    proc.kill()
-    raise RuntimeError("redis-server under valgrind did not start")
+    wait_until_up(proc, redis.Redis(port=port), seconds=60, what="redis-server under valgrind")
+    return proc, port
 
 
 async def rounds(port: int, pid: int, n: int, batch: int) -> None:
@@ -82,13 +76,7 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
             subs = [Submission(name=add.name, queue="demo", args=(j, 1)) for j in range(i, i + 200)]
             submit_many(subs[: n - i])
         dump("submitted")
-        reads, got = [], 0
-        while got < n:
-            entries, _ = await gateway.read(caller, keys, queues, worker, batch)
-            if not entries:
-                break
-            reads.append(entries)
-            got += len(entries)
+        reads = await read_all(caller, keys, queues, worker, batch, n)
         dump("read")
         claims = [await gateway.claim(caller, keys, queues, e, worker, 60000) for e in reads]
         dump("claim")
