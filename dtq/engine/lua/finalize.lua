@@ -65,17 +65,19 @@ for ti = 1, NT do
     if outcome == 'success' then
       -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
       -- lease (the attempt holds none now) and no delivery, without its generic tables.
-      redis.call('HSET', tk, 'history_n', string.format('%d', (tonumber(r[6]) or 0) + 1),
+      -- A first attempt's history_n is submit's '0': no number conversion then.
+      local n = r[6] == '0' and '1' or string.format('%d', (tonumber(r[6]) or 0) + 1)
+      redis.call('HSET', tk, 'history_n', n,
         'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
         'finished_at', NOW_S)
       redis.call('EXPIRE', tk, RETENTION)
       zset(qkey(qi, IX.RUNNING), id, false)
       zset(qkey(qi, IX.SUCCEEDED), id, NOW_S)
       count(qi, COUNTER.SUCCEEDED)
-      tally(qkey(qi, Q_STATS), 'active', -1)
+      tally(qi, 'active', -1)
       decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'EX', RESULT_TTL)
-      emit('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
+      event('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', idem)
       wf_note(ti, id, qi, 'SUCCEEDED', data)
     else
@@ -93,12 +95,12 @@ for ti = 1, NT do
         move(tk, id, qi, 'RUNNING', 'RETRYING', fields)
         decided = 'RETRYING'
         zset(KEYS[K_SCHEDULE], id, due)
-        emit('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
+        event('TASK_RETRY_SCHEDULED', id, qi, 'RETRYING', attempt, {due = due})
       elseif outcome == 'cancel' then
         for _, v in ipairs({'error', data, 'delivery', ''}) do table.insert(fields, v) end
         move(tk, id, qi, 'RUNNING', 'CANCELLED', fields)
         decided = 'CANCELLED'
-        emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+        event('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
         settle_idempotency(tk, ik, 'failed', idem)
         wf_note(ti, id, qi, 'CANCELLED', data)
       else

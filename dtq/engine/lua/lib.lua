@@ -55,21 +55,27 @@ local function index_of(state) return IX[state] or error('no ' .. state .. ' ind
 -- [A-Za-z0-9_.:-]); other strings go through cjson. extra: more fields, as a table or
 -- already encoded (',"k":v...', for a field every event of a call shares).
 local events = {}
+local function extra_fields(extra)  -- ',"k":v...' of a table (a string is that already)
+  if type(extra) == 'string' then return extra end
+  local s = ''
+  for k, v in pairs(extra) do
+    s = s .. ',"' .. k .. '":' .. (type(v) == 'number' and v or cjson.encode(v))
+  end
+  return s
+end
+-- event(): the attempt is digits already (a record's, or ARGV's that the fence compared with
+-- the record's); emit() takes any attempt. One concatenation makes the event's one string.
+local function event(etype, id, qi, state, attempt, extra)
+  events[#events + 1] = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' ..
+    qname(qi) .. '","state":"' .. (state or '') .. '","attempt":' .. attempt .. ',"ts":' ..
+    NOW_S .. (extra and extra_fields(extra) or '') .. '}'
+end
 local function emit(etype, id, qi, state, attempt, extra)
   -- An attempt given as digits (ARGV, a record field) is written as is: no number formatting.
   if type(attempt) ~= 'string' or not string.find(attempt, '^%d+$') then
     attempt = tonumber(attempt) or 0
   end
-  local ev = '{"type":"' .. etype .. '","task":"' .. (id or '') .. '","queue":"' .. qname(qi) ..
-    '","state":"' .. (state or '') .. '","attempt":' .. attempt .. ',"ts":' .. NOW_S
-  if type(extra) == 'string' then
-    ev = ev .. extra
-  elseif extra then
-    for k, v in pairs(extra) do
-      ev = ev .. ',"' .. k .. '":' .. (type(v) == 'number' and v or cjson.encode(v))
-    end
-  end
-  events[#events + 1] = ev .. '}'
+  event(etype, id, qi, state, attempt, extra)
 end
 local function flush_events()
   local n = #events
@@ -82,58 +88,63 @@ end
 
 -- Counters are summed in the script and written once per field when it ends (flush_counts,
 -- which scripts.py appends to every script): a batch of claims or outcomes then costs one
--- HINCRBY per field instead of several per task.
-local tallies, tally_keys = {}, {}
-local function tally(key, field, n)
-  local t = tallies[key]
-  if not t then
-    t = {}
-    tallies[key] = t
-    table.insert(tally_keys, key)
-  end
-  t[field] = (t[field] or 0) + (n or 1)
-end
+-- HINCRBY per field instead of several per task. count() adds to the queue's stats hash and
+-- to its per-minute bucket, tally() to the stats hash only (levels such as 'active', and the
+-- histograms); both only add to the call's per-queue table: the key and bucket field names
+-- are made once per field in flush_counts, not per task.
+local counts, levels = {}, {}  -- qi -> field -> n
 local function count(qi, field, n)
-  tally(qkey(qi, Q_STATS), field, n)
-  tally(KEYS[K_TP], qname(qi) .. ':' .. field, n)
+  local c = counts[qi]
+  if not c then c = {}; counts[qi] = c end
+  c[field] = (c[field] or 0) + (n or 1)
+end
+local function tally(qi, field, n)
+  local c = levels[qi]
+  if not c then c = {}; levels[qi] = c end
+  c[field] = (c[field] or 0) + (n or 1)
+end
+local function hincrby(key, field, n)
+  if n == 0 then return end
+  local v = redis.call('HINCRBY', key, field, string.format('%d', n))
+  -- A field just created in the per-minute bucket: (re)arm two hours of history.
+  if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
 end
 local function flush_counts()
-  for _, key in ipairs(tally_keys) do
-    for field, n in pairs(tallies[key]) do
-      if n ~= 0 then
-        local v = redis.call('HINCRBY', key, field, string.format('%d', n))
-        -- A field just created in the per-minute bucket: (re)arm two hours of history.
-        if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
-      end
+  for qi, c in pairs(counts) do
+    local stats, q = qkey(qi, Q_STATS), qname(qi) .. ':'
+    for field, n in pairs(c) do
+      hincrby(stats, field, n)
+      hincrby(KEYS[K_TP], q .. field, n)
     end
   end
-  tallies, tally_keys = {}, {}
+  for qi, c in pairs(levels) do
+    local stats = qkey(qi, Q_STATS)
+    for field, n in pairs(c) do hincrby(stats, field, n) end
+  end
+  counts, levels = {}, {}
 end
 
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
--- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger), h_<kind>_sum (ms) and
--- h_<kind>_count. LATENCY_BUCKETS comes from protocol.py (generated above).
-local hist_fields = {}  -- kind -> its field names, built once per call (no number formatting)
+-- (upper bounds in ms below, i = #LATENCY_BUCKETS + 1 for larger) and h_<kind>_sum (ms); the
+-- count is the sum of the buckets (the read side adds them; h_<kind>_count, written before,
+-- is no longer read). LATENCY_BUCKETS comes from protocol.py (generated above).
+local NBUCKETS = #LATENCY_BUCKETS
+-- kind -> {[i] = bucket field, sum = sum field}: made on first use (a library keeps them from
+-- call to call; a library loads without ipairs, so they are not built then).
+local HIST_FIELDS = {wait = false, run = false, limit_wait = false}
+local function hist_fields(kind)
+  local n = {sum = 'h_' .. kind .. '_sum'}
+  for i = 1, NBUCKETS + 1 do n[i] = 'h_' .. kind .. '_' .. i end
+  HIST_FIELDS[kind] = n
+  return n
+end
 local function observe(qi, kind, ms)
   if not ms or ms < 0 then return end
-  local i = #LATENCY_BUCKETS + 1
-  for b, bound in ipairs(LATENCY_BUCKETS) do
-    if ms <= bound then i = b; break end
-  end
-  local names = hist_fields[kind]
-  if not names then
-    names = {sum = 'h_' .. kind .. '_sum', count = 'h_' .. kind .. '_count'}
-    hist_fields[kind] = names
-  end
-  local bucket = names[i]
-  if not bucket then
-    bucket = 'h_' .. kind .. '_' .. i
-    names[i] = bucket
-  end
-  local stats = qkey(qi, Q_STATS)
-  tally(stats, bucket)
-  tally(stats, names.sum, math.floor(ms))
-  tally(stats, names.count)
+  local i = 1
+  while i <= NBUCKETS and ms > LATENCY_BUCKETS[i] do i = i + 1 end
+  local names = HIST_FIELDS[kind] or hist_fields(kind)
+  tally(qi, names[i])
+  tally(qi, names.sum, ms - ms % 1)
 end
 
 -- Batched writes. A hot script (claim, finalize) sets BATCH = true: its sorted-set writes
@@ -199,7 +210,7 @@ local function move(tk, id, qi, old, new, fields)
   local ends = TERMINAL[new] and not TERMINAL[old]
   if ends then
     set[n + 5], set[n + 6] = 'finished_at', NOW_S
-    tally(qkey(qi, Q_STATS), 'active', -1)
+    tally(qi, 'active', -1)
   end
   redis.call('HSET', tk, unpack(set))
   if ends then redis.call('EXPIRE', tk, RETENTION) end

@@ -71,17 +71,16 @@ LATENCY_BUCKETS_MS = protocol.LATENCY_BUCKETS_MS
 
 
 def histogram(stats: dict[str, str], kind: str) -> Histogram:
-    """Build the cumulative histogram `kind` ('wait' or 'run') from a queue's stats hash."""
+    """Build the cumulative histogram `kind` ('wait' or 'run') from a queue's stats hash.
+
+    The count is the +Inf bucket's: lib.lua's observe() writes no count field of its own.
+    """
     bounds = [b / 1000 for b in LATENCY_BUCKETS_MS] + [float("inf")]
     total, buckets = 0, []
     for i, bound in enumerate(bounds, start=1):
         total += int(stats.get(f"h_{kind}_{i}", 0))
         buckets.append((bound, total))
-    return {
-        "buckets": buckets,
-        "sum": int(stats.get(f"h_{kind}_sum", 0)) / 1000,
-        "count": int(stats.get(f"h_{kind}_count", 0)),
-    }
+    return {"buckets": buckets, "sum": int(stats.get(f"h_{kind}_sum", 0)) / 1000, "count": total}
 
 
 def _keys() -> Keys:
