@@ -108,9 +108,9 @@ def test_every_counter_a_surface_shows_is_one_the_scripts_keep() -> None:
 def test_every_event_kind_a_script_emits_is_documented() -> None:
     emitted = set()
     for path in LUA.iterdir():
-        # emit('KIND', ...) or an event written directly (submit.lua: '{"type":"KIND", ...').
+        # emit/event('KIND', ...) or an event written directly (submit.lua: '{"type":"KIND", ...').
         for via_emit, direct in re.findall(
-            r"\bemit\('(TASK_\w+)'|\"type\":\"(TASK_\w+)\"", path.read_text()
+            r"\b(?:emit|event)\('(TASK_\w+)'|\"type\":\"(TASK_\w+)\"", path.read_text()
         ):
             emitted.add(via_emit or direct)
     assert len(emitted) > 10, "the emit() pattern is stale"

@@ -282,8 +282,16 @@ async def finalize(
     worker_id: str,
 ) -> list[Decided]:
     """Record finished attempts; return what finalize.lua decided for each, in order."""
+    # A success's history entry is not stored (the record's fields are it): it is sent empty.
     queues, refs, args = _batch(
-        keys, batch, lambda _, out: [out.kind, out.data, out.history, out.delay_ms]
+        keys,
+        batch,
+        lambda _, out: [
+            out.kind,
+            out.data,
+            "" if out.kind == "success" else out.history,
+            out.delay_ms,
+        ],
     )
     places = [(att.workflow, att.workflow_member) for att, _ in batch]
     call = _build(

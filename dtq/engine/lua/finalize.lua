@@ -3,7 +3,8 @@
 -- ARGV after the header: 1 DLQ enabled ('1'/'0'), 2 worker id,
 --   then 8 fields per outcome, in task-block order: queue index, band, entry id, attempt,
 --   outcome ('success' | 'retry' | 'fail' | 'cancel'), data (result JSON on success, else
---   error JSON {class, message}), attempt history entry (JSON), retry delay (ms)
+--   error JSON {class, message}), attempt history entry (JSON; '' for a success, whose
+--   entry the record's own fields are), retry delay (ms)
 --   then lib.lua's workflow trailer (wf_args): members' final states are counted in their
 --   workflows in this same call (wf_note), so the fan-in is exact
 -- Reply: the gateway's DECIDED fields per outcome (reply_decided): state, the state this
@@ -43,7 +44,7 @@ for ti = 1, NT do
     -- this outcome was applied, so it is not a stale one.
     local seen = redis.call('HMGET', tk, 'worker', 'history')
     resent = (r[2] == 'SUCCEEDED' and r[4] == attempt and seen[1] == worker) or
-      string.find(seen[2] or '', history, 1, true)
+      (history ~= '' and string.find(seen[2] or '', history, 1, true))
   end
   -- The gateway passes an idempotency record's key exactly when the task has one
   -- (layout.task_block, from the key claim.lua read): settle_idempotency needs no read.
@@ -70,13 +71,13 @@ for ti = 1, NT do
       redis.call('HSET', tk, 'history_n', n,
         'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
         'finished_at', NOW_S)
-      redis.call('EXPIRE', tk, RETENTION)
+      redis.call('PEXPIREAT', tk, retention_deadline())
       zset(qkey(qi, IX.RUNNING), id, false)
       zset(qkey(qi, IX.SUCCEEDED), id, NOW_S)
       count(qi, COUNTER.SUCCEEDED)
       tally(qi, 'active', -1)
       decided = 'SUCCEEDED'
-      redis.call('SET', rk, data, 'EX', RESULT_TTL)
+      redis.call('SET', rk, data, 'PXAT', result_deadline())
       event('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', idem)
       wf_note(ti, id, qi, 'SUCCEEDED', data)

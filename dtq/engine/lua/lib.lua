@@ -40,6 +40,19 @@ local t = redis.call('TIME')
 local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
 local NOW_S = t[1] .. string.sub('00000' .. t[2], -6, -4)  -- NOW's digits, with no formatting
 
+-- Deadlines as absolute ms, made on first use in a call: Redis rewrites a relative EXPIRE or
+-- SET EX into PEXPIREAT / PXAT for replicas and the AOF on every command (an argument vector
+-- rebuilt each time); given absolute, there is nothing to rewrite.
+local retain_at, result_at = false, false
+local function retention_deadline()
+  if not retain_at then retain_at = string.format('%d', NOW + tonumber(RETENTION) * 1000) end
+  return retain_at
+end
+local function result_deadline()
+  if not result_at then result_at = string.format('%d', NOW + tonumber(RESULT_TTL) * 1000) end
+  return result_at
+end
+
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
 local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
@@ -213,7 +226,7 @@ local function move(tk, id, qi, old, new, fields)
     tally(qi, 'active', -1)
   end
   redis.call('HSET', tk, unpack(set))
-  if ends then redis.call('EXPIRE', tk, RETENTION) end
+  if ends then redis.call('PEXPIREAT', tk, retention_deadline()) end
 end
 
 -- The record fields that append one JSON object to an attempt history, keeping it a valid
