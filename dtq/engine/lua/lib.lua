@@ -1,7 +1,9 @@
 -- lib.lua: helpers prepended to every dtq script (not a script on its own).
 -- scripts.py includes only the paragraphs (blocks between blank lines) a script uses: a
 -- paragraph that defines a name the script (or an included paragraph) mentions. Keep a
--- state and the functions that write and flush it in one paragraph.
+-- state and the functions that write and flush it in one paragraph. A call's state starts
+-- empty on every call (a new script run, or the library's begin_call): the flush_* functions,
+-- run once at its end, write it out and leave it as it is.
 --
 -- Every script receives KEYS in its layout (dtq/engine/layout.py; the full layout unless the
 -- script has its own, which leaves out keys it never uses), built in this order:
@@ -96,7 +98,6 @@ local function flush_events()
   local payload = events[1]
   if n > 1 then payload = '[' .. table.concat(events, ',') .. ']' end
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', payload)
-  events = {}
 end
 
 -- Counters are summed in the script and written once per field when it ends (flush_counts,
@@ -134,7 +135,6 @@ local function flush_counts()
     local stats = qkey(qi, Q_STATS)
     for field, n in pairs(c) do hincrby(stats, field, n) end
   end
-  counts, levels = {}, {}
 end
 
 -- Latency histograms in the queue's stats hash: h_<kind>_<i> counts observations in bucket i
@@ -207,7 +207,6 @@ local function flush_zsets()
     end
     if #rems > 0 then send_chunked({'ZREM', key}, rems) end
   end
-  zsets, zset_keys = {}, {}
 end
 
 -- Move a task record between states, keeping indexes, counters and retention in step.
@@ -312,7 +311,6 @@ local function flush_acks()
     send_chunked({'XACK', s, GROUP}, acks[s])
     drop_acked(s, acks[s])
   end
-  acks, ack_keys = {}, {}
 end
 
 -- Add a fresh stream entry for the task's next attempt and return its id. The entry names
