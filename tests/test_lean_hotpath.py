@@ -109,6 +109,30 @@ def test_a_resent_success_is_applied_once(dtq_env: Env) -> None:
     assert record is not None and len(record["history"]) == 1
 
 
+def test_a_finished_record_and_its_result_expire_after_their_ttls(dtq_env: Env) -> None:
+    # finalize.lua gives the deadlines as absolute times (PEXPIREAT, SET PXAT).
+    dtq_env.configure(RETENTION=3600, RESULT_TTL=600)
+    ok, failed = (tasks.record.enqueue(i).id for i in range(2))
+    first, second = claim_by_hand("tests", 2, worker="w1")
+    assert finalize_by_hand(first, "success", data=1, history="") == 1
+    assert finalize_by_hand(second, "fail") == 1
+    client, keys = dtq_env.client, dtq_env.keys
+    for task_id in (ok, failed):
+        assert 3590 < client.ttl(keys.task(task_id)) <= 3600
+    assert 590 < client.ttl(keys.result(ok)) <= 600
+
+
+def test_a_resent_success_without_a_history_entry_is_applied_once(dtq_env: Env) -> None:
+    # The gateway sends a success with an empty history entry: the resend check still holds.
+    tasks.record.enqueue(1)
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    assert finalize_by_hand(claimed, "success", data=1, history="") == 1
+    assert finalize_by_hand(claimed, "success", data=1, history="") == 1  # sent again
+    assert finalize_by_hand({**claimed, "worker": "w2"}, "success", data=1, history="") == 0
+    assert dtq_env.stats().get("stale", 0) == 1
+    assert len(dtq_env.events("TASK_SUCCEEDED")) == 1
+
+
 def sub(queue: str = "tests", **kwargs: Any) -> Submission:
     return Submission(name=tasks.record.name, queue=queue, args=(1,), **kwargs)
 
