@@ -260,6 +260,40 @@ async def claim(
     return attempts
 
 
+class Taken(NamedTuple):
+    """take.lua's answer: the attempts claimed, the streams to watch, how many entries it read."""
+
+    attempts: list[Attempt]
+    watch: list[str]
+    read: int
+    again: bool  # the answer of an earlier call with the same token (its leases began then)
+
+
+async def take(
+    caller: AsyncCaller,
+    keys: Keys,
+    queues: list[str],
+    worker_id: str,
+    lease_ms: int,
+    capacity: int,
+    token: str,
+) -> Taken:
+    """Read up to capacity new entries and claim them in one call (take.lua).
+
+    The same token again (a resend, or the next call after one failed) answers with what the
+    first call with it claimed, without reading. The task keys are built in the script, from
+    the shard's key tag: only it knows which tasks it read.
+    """
+    key_list, args = _build(
+        keys, queues, (), worker_id, lease_ms, capacity, token, keys.tag, name="take"
+    )
+    reply = await caller.script(script("take"), [*key_list, keys.take(worker_id)], args)
+    attempts = CLAIMED.decode(reply[0])
+    for att in attempts:
+        att.queue = queues[att.queue_index - 1]
+    return Taken(attempts, list(reply[1]), int(reply[2]), reply[3] == 1)
+
+
 def _batch(
     keys: Keys,
     batch: Sequence[tuple[Attempt, Outcome]],

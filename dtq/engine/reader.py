@@ -1,9 +1,11 @@
-"""The worker's reader of one shard: batch reads by read.lua, a blocking group read, claims."""
+"""The worker's reader of one shard: batch reads and claims by take.lua, a blocking group read
+and claim.lua for what it brought."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -25,7 +27,7 @@ class Reader:
         self._keys = keys
         self._queues = queues
         self._worker_id = worker_id
-        self._caller = AsyncCaller(client)  # read.lua and claim.lua
+        self._caller = AsyncCaller(client)  # take.lua and claim.lua
         self._blocker = AsyncCaller(client)  # the blocking group read
         self._stream_blocks = {
             keys.stream(queue, band): (qi, band)
@@ -45,6 +47,12 @@ class Reader:
         # (a cluster primary failing over must not stop the rest).
         self._rest = 0.0
         self._rest_until = 0.0
+        # take.lua's request token, kept with when it was first sent until a reply arrives: a
+        # call sent again after a failure gets back what the lost reply claimed. Random per
+        # process: a worker id used again must never get an earlier process's reply.
+        self._token_base = os.urandom(6).hex()
+        self._takes = 0
+        self._token: tuple[str, float] | None = None
 
     @property
     def shard(self) -> int:
@@ -65,9 +73,30 @@ class Reader:
         """Forget the backoff: this shard answered."""
         self._rest = 0.0
 
-    async def read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
-        """Read up to capacity entries in priority order; also return the streams to watch."""
-        return await gateway.read(self._caller, self._keys, self._queues, self._worker_id, capacity)
+    async def take(self, capacity: int) -> gateway.Taken:
+        """Read and claim up to capacity new entries in priority order, in one call (take.lua).
+
+        A failed call's token is sent again by the next one (within a lease): what the lost
+        reply claimed comes back then instead of waiting, unrun, for the reaper.
+        """
+        lease = dtq_settings.lease_timeout
+        now = clock.now()  # before the call: Redis starts the lease later than this
+        if self._token is None or now - self._token[1] > lease:
+            self._takes += 1
+            self._token = (f"{self._token_base}.{self._takes}", now)
+        token, first_sent = self._token
+        taken = await gateway.take(
+            self._caller,
+            self._keys,
+            self._queues,
+            self._worker_id,
+            int(lease * 1000),
+            capacity,
+            token,
+        )
+        self._token = None
+        self._started(taken.attempts, first_sent if taken.again else now, lease)
+        return taken
 
     async def wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
@@ -99,7 +128,7 @@ class Reader:
         return self._entries(reply or [])
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
-        """Claim read entries with claim.lua; keep them unclaimed if the call fails."""
+        """Claim entries a blocking read brought with claim.lua; keep them if the call fails."""
         lease = dtq_settings.lease_timeout
         sent = clock.now()  # before the call: Redis starts the lease later than this
         try:
@@ -109,10 +138,15 @@ class Reader:
         except RedisError:  # the entries sit in our pending list, where no read finds them
             self.unclaimed = entries + self.unclaimed
             raise
+        self._started(attempts, sent, lease)
+        return attempts
+
+    @staticmethod
+    def _started(attempts: list[Attempt], sent: float, lease: float) -> None:
+        """Note each claimed attempt's start-by instant and its workflow place."""
         for att in attempts:
             att.lease_until = start_by(sent, lease)
             att.workflow, att.workflow_member = workflows.member_of(att.payload)
-        return attempts
 
     async def claim_unclaimed(self, capacity: int) -> list[Attempt]:
         """Claim up to capacity of the entries read but not claimed yet, oldest first."""
