@@ -267,6 +267,7 @@ class Taken(NamedTuple):
     watch: list[str]
     read: int
     again: bool  # the answer of an earlier call with the same token (its leases began then)
+    left: list[Entry]  # read as ours but left to claim.lua (a task key it could not reach)
 
 
 async def take(
@@ -291,7 +292,9 @@ async def take(
     attempts = CLAIMED.decode(reply[0])
     for att in attempts:
         att.queue = queues[att.queue_index - 1]
-    return Taken(attempts, list(reply[1]), int(reply[2]), reply[3] == 1)
+    return Taken(
+        attempts, list(reply[1]), int(reply[2]), reply[3] == 1, ENTRY.decode(reply[4])
+    )
 
 
 def _batch(

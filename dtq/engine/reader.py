@@ -39,9 +39,10 @@ class Reader:
         self._blocked_id: int | None = None  # our client id while blocked in a read
         self._blocks = 0  # blocking reads started: an unblock ends only the one it was for
         self._unblocking: asyncio.Task[None] | None = None
-        # Entries read as ours but not claimed yet: their claim failed, or a blocking read
-        # brought more than the free capacity. They sit in our pending list, where no read
-        # finds them again, so they are claimed from here first when capacity allows.
+        # Entries read as ours but not claimed yet: their claim failed, a blocking read
+        # brought more than the free capacity, or take.lua could not reach a key of theirs.
+        # They sit in our pending list, where no read finds them again, so they are claimed
+        # from here first when capacity allows.
         self.unclaimed: list[gateway.Entry] = []
         # After an error the worker skips this shard for a backoff and serves the others
         # (a cluster primary failing over must not stop the rest).
@@ -96,6 +97,7 @@ class Reader:
         )
         self._token = None
         self._started(taken.attempts, first_sent if taken.again else now, lease)
+        self.keep(taken.left)
         return taken
 
     async def wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:

@@ -774,12 +774,17 @@ local function claim_limited(tk, id, qi, r, band)
   return admit(tk, id, qi, {name = r[5], lim = r[16], lw = r[17], lp = f[1], lws = f[2],
     band = band, idem = r[11]})
 end
-local function claim_entry(qi, band, eid, tk, ik)
+-- guarded (take.lua, whose task keys are not declared): the record's first read is a pcall,
+-- and false is returned, with nothing written, when it fails (on a Redis Cluster, a key the
+-- slot's live migration has moved already); the entry is then left to claim.lua.
+local function claim_entry(qi, band, eid, tk, ik, guarded)
   -- What the hot path needs, and no more: each field is a scan of the record (a missing one
   -- scans it whole), so the fields only a rare branch uses are read there.
-  local r = redis.call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
+  local call = guarded and redis.pcall or redis.call
+  local r = call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
     'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'enqueued_at', 'band',
     'queue', 'lim', 'lw')
+  if r.err then return false end
   local id, state, lim, lw = r[1], r[2], r[16], r[17]
   -- Entry ids are unique per stream only: the delivery is this entry of this stream.
   local here = r[14] == band and r[15] == qname(qi)
@@ -833,4 +838,5 @@ local function claim_entry(qi, band, eid, tk, ik)
     emit('TASK_STARTED', id, qi, 'RUNNING', attempt, claim_started_by)
     claim_hand_out(id, eid, qi, band, r, attempt)
   end
+  return true
 end

@@ -8,11 +8,12 @@
 -- KEYS: lib layout (claim's) with one block per queue the worker serves and no task blocks,
 --   then the worker's take record (a string: the token and reply of its last call).
 -- ARGV after the header: 1 worker id, 2 lease (ms), 3 capacity, 4 request token, 5 key tag
--- Reply: {claimed, watch, read, again}: claimed holds the gateway's CLAIMED fields per claimed task
+-- Reply: {claimed, watch, read, again, left}: claimed holds the gateway's CLAIMED fields per claimed task
 --   (as claim.lua's reply); watch, present only when capacity was left, lists the open
 --   streams' keys, for the worker to block on with XREADGROUP; read counts the entries read,
 --   claimed or not (absorbed, parked by flow control, given back), so the worker reads again;
---   again is 1 when the reply is an earlier send's (its leases began then).
+--   again is 1 when the reply is an earlier send's (its leases began then); left holds the
+--   gateway's ENTRY fields of entries read but left for the worker to claim with claim.lua.
 -- Resend: entries a send claimed are no longer new to the group, so a resend after a lost
 -- reply would read past them and leave them RUNNING and unrun until their lease ran out (the
 -- reclaim then costing an attempt). So a call that claims anything keeps its reply under the
@@ -24,15 +25,25 @@ local mark = KEYS[NSHARED + NQ * QB + 1]
 local kept = redis.call('GET', mark)
 if kept and string.sub(kept, 1, #token + 1) == token .. '\n' then
   local first = cmsgpack.unpack(string.sub(kept, #token + 2))
-  return {first[1], {}, first[2], 1}
+  return {first[1], {}, first[2], 1, first[3]}
 end
 local BAND = {[0] = '0', '1', '2'}  -- as claim.lua gets a band: the record's digits
 claim_begin(worker, tonumber(lease_ms))
+local left = {}  -- entries read and left to claim.lua (ENTRY fields): see below
 local open, nread = read_new(worker, want, function(qi, band, eid, task_id, idem)
   local tk = tag .. 't:' .. (task_id ~= '' and task_id or 'gone')
   local ik = tk
-  if idem ~= '' then ik = tag .. 'idem:' .. qname(qi) .. ':' .. idem end
-  claim_entry(qi, BAND[band], eid, tk, ik)
+  -- A key of the task that cannot be read here (on a Redis Cluster, moved already by a live
+  -- migration of the slot) makes its claim the worker's, by claim.lua with declared keys,
+  -- before anything of it is written. The idempotency record is written only after the task
+  -- record, so it is tried first.
+  if idem ~= '' then
+    ik = tag .. 'idem:' .. qname(qi) .. ':' .. idem
+    if redis.pcall('EXISTS', ik).err then ik = nil end
+  end
+  if not (ik and claim_entry(qi, BAND[band], eid, tk, ik, true)) then
+    reply_entry(left, qi, band, eid, task_id, idem)
+  end
 end, claim_paused)
 local watch = {}
 if nread < want then
@@ -43,7 +54,7 @@ if nread < want then
     end
   end
 end
-if #CLAIMED > 0 then
-  redis.call('SET', mark, token .. '\n' .. cmsgpack.pack({CLAIMED, nread}), 'PX', lease_ms)
+if #CLAIMED > 0 or #left > 0 then
+  redis.call('SET', mark, token .. '\n' .. cmsgpack.pack({CLAIMED, nread, left}), 'PX', lease_ms)
 end
-return {CLAIMED, watch, nread, 0}
+return {CLAIMED, watch, nread, 0, left}
