@@ -189,10 +189,11 @@ def test_take_sent_again_answers_with_what_the_lost_reply_claimed(dtq_env: Any) 
     ]
     assert len(events(dtq_env, "TASK_STARTED")) == 2 and dtq_env.stats()["started"] == 2
     assert all(read_side.get_task(i)["attempt"] == 1 for i in ids)  # type: ignore[index]
-    # A new token reads on; a call that claimed nothing keeps nothing, so its resend reads.
-    assert (take("b")).attempts == []
+    # A resend reads nothing new, even when the first send found nothing; a new token reads.
+    assert take("b").attempts == []
     third = tasks.record.enqueue(3).id
-    assert [att.id for att in (take("b")).attempts] == [third]
+    assert take("b").attempts == []
+    assert [att.id for att in take("c").attempts] == [third]
 
 
 def test_take_leaves_an_entry_whose_record_it_cannot_read_to_claim(dtq_env: Any) -> None:
@@ -205,4 +206,6 @@ def test_take_leaves_an_entry_whose_record_it_cannot_read_to_claim(dtq_env: Any)
     taken = take("a")
     assert [att.id for att in taken.attempts] == [good]
     assert [e.task_id for e in taken.left] == [bad] and taken.read == 2
-    assert [e.task_id for e in take("a").left] == [bad]  # the resend answers the same
+    # A resend hands back what was claimed; the entry left stays pending, for the reaper.
+    again = take("a")
+    assert [att.id for att in again.attempts] == [good] and again.left == []

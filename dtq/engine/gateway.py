@@ -266,7 +266,7 @@ class Taken(NamedTuple):
     attempts: list[Attempt]
     watch: list[str]
     read: int
-    again: bool  # the answer of an earlier call with the same token (its leases began then)
+    again: bool  # the token was sent before: the attempts are what that send claimed
     left: list[Entry]  # read as ours but left to claim.lua (a task key it could not reach)
 
 
@@ -282,8 +282,8 @@ async def take(
     """Read up to capacity new entries and claim them in one call (take.lua).
 
     The same token again (a resend, or the next call after one failed) answers with what the
-    first call with it claimed, without reading. The task keys are built in the script, from
-    the shard's key tag: only it knows which tasks it read.
+    first call with it claimed (leases renewed), without reading. The task keys are built in
+    the script, from the shard's key tag: only it knows which tasks it read.
     """
     key_list, args = _build(
         keys, queues, (), worker_id, lease_ms, capacity, token, keys.tag, name="take"

@@ -124,7 +124,7 @@ class Keys:
         return self._k(f"w:{worker_id}")
 
     def take(self, worker_id: str) -> str:
-        """A worker's last take.lua token and reply in this shard (a resend answers with it)."""
+        """A worker's last take.lua request token in this shard (a resend is told by it)."""
         return self._k(f"take:{worker_id}")
 
     def leader(self, role: str) -> str:

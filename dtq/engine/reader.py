@@ -85,7 +85,6 @@ class Reader:
         if self._token is None or now - self._token[1] > lease:
             self._takes += 1
             self._token = (f"{self._token_base}.{self._takes}", now)
-        token, first_sent = self._token
         taken = await gateway.take(
             self._caller,
             self._keys,
@@ -93,10 +92,11 @@ class Reader:
             self._worker_id,
             int(lease * 1000),
             capacity,
-            token,
+            self._token[0],
         )
         self._token = None
-        self._started(taken.attempts, first_sent if taken.again else now, lease)
+        # A resend renewed the leases it handed back: they run from this call, as new ones.
+        self._started(taken.attempts, now, lease)
         self.keep(taken.left)
         return taken
 

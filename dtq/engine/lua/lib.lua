@@ -740,6 +740,7 @@ end
 -- attempt, or absorb it. claim_begin once per call, then claim_entry per entry (tk, ik: its
 -- task's record and idempotency record, or the record again when it has no key); each
 -- claimed attempt is appended to CLAIMED (the gateway's CLAIMED fields, reply_claimed).
+-- token (take.lua's request token, or nil) is written in each record claimed, as 'take'.
 -- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
 -- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
 -- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
@@ -749,10 +750,10 @@ end
 -- (PENDING) for its next token. The entry a released slot adds for a waiter is its delivery.
 local CLAIMED = {}
 local claim_paused = {}  -- qi -> whether its queue is paused (read once per call)
-local claim_worker, claim_lease_at, claim_started_by
-local function claim_begin(worker, lease_ms)
+local claim_worker, claim_lease_at, claim_started_by, claim_token
+local function claim_begin(worker, lease_ms, token)
   BATCH = true  -- sorted-set writes and acknowledgements go out once per key
-  claim_worker = worker
+  claim_worker, claim_token = worker, token
   claim_lease_at = string.format('%d', NOW + lease_ms)  -- formatted once (NOW_S)
   -- The start event's worker field, encoded once per call (emit takes it as is).
   claim_started_by = ',"worker":' .. cjson.encode(worker)
@@ -830,8 +831,13 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     observe(qi, 'wait', NOW - tonumber(r[13] or NOW))
     -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
     -- generic tables.
-    redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
-      'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
+    if claim_token then
+      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S, 'take', claim_token)
+    else
+      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
+    end
     zset(qkey(qi, IX.QUEUED), id, false)
     zset(qkey(qi, IX.RUNNING), id, NOW_S)
     count(qi, COUNTER.RUNNING)

@@ -6,30 +6,50 @@
 -- forms 't:<id>' and 'idem:<queue>:<key>'). They share the tag, so every key the call
 -- touches is in one hash slot. Every other key comes in KEYS, built by the gateway.
 -- KEYS: lib layout (claim's) with one block per queue the worker serves and no task blocks,
---   then the worker's take record (a string: the token and reply of its last call).
+--   then the worker's take mark (a string: the request token of its last call).
 -- ARGV after the header: 1 worker id, 2 lease (ms), 3 capacity, 4 request token, 5 key tag
--- Reply: {claimed, watch, read, again, left}: claimed holds the gateway's CLAIMED fields per claimed task
---   (as claim.lua's reply); watch, present only when capacity was left, lists the open
---   streams' keys, for the worker to block on with XREADGROUP; read counts the entries read,
---   claimed or not (absorbed, parked by flow control, given back), so the worker reads again;
---   again is 1 when the reply is an earlier send's (its leases began then); left holds the
---   gateway's ENTRY fields of entries read but left for the worker to claim with claim.lua.
+-- Reply: {claimed, watch, read, again, left}: claimed holds the gateway's CLAIMED fields per
+--   claimed task (as claim.lua's reply); watch, present only when capacity was left, lists
+--   the open streams' keys, for the worker to block on with XREADGROUP; read counts the
+--   entries read, claimed or not (absorbed, parked by flow control, given back), so the
+--   worker reads again; again is 1 when this call's token was sent before (a resend); left
+--   holds the gateway's ENTRY fields of entries read but left to claim.lua (see below).
 -- Resend: entries a send claimed are no longer new to the group, so a resend after a lost
 -- reply would read past them and leave them RUNNING and unrun until their lease ran out (the
--- reclaim then costing an attempt). So a call that claims anything keeps its reply under the
--- request token for a lease; the same token again gets that reply back and reads nothing.
+-- reclaim then costing an attempt). So each call marks its token (one SET ... GET, which also
+-- says whether the token came before) and writes it in every record it claims ('take'). The
+-- same token again reads nothing: it hands back, lease renewed (claim_entry's resend case),
+-- the entries in this consumer's pending list whose record carries the token. Entries the
+-- first send left to claim.lua stay pending for the reaper (no attempt is lost: still QUEUED).
 -- The worker changes its token only once a reply has arrived.
 local worker, lease_ms, want = ARGV[ARG0 + 1], ARGV[ARG0 + 2], tonumber(ARGV[ARG0 + 3])
 local token, tag = ARGV[ARG0 + 4], ARGV[ARG0 + 5]
-local mark = KEYS[NSHARED + NQ * QB + 1]
-local kept = redis.call('GET', mark)
-if kept and string.sub(kept, 1, #token + 1) == token .. '\n' then
-  local first = cmsgpack.unpack(string.sub(kept, #token + 2))
-  return {first[1], {}, first[2], 1, first[3]}
-end
 local BAND = {[0] = '0', '1', '2'}  -- as claim.lua gets a band: the record's digits
-claim_begin(worker, tonumber(lease_ms))
+claim_begin(worker, tonumber(lease_ms), token)
 local left = {}  -- entries read and left to claim.lua (ENTRY fields): see below
+
+if redis.call('SET', KEYS[NSHARED + NQ * QB + 1], token, 'PX', lease_ms, 'GET') == token then
+  local again = 0
+  for qi = 1, NQ do
+    for band = 0, 2 do
+      local s = stream_key(qi, band)
+      local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', 1000, worker)
+      for _, p in ipairs(ok and pending or {}) do
+        local e = redis.call('XRANGE', s, p[1], p[1])[1]
+        local f = e and e[2] or {}
+        local task_id = ''
+        for i = 1, #f, 2 do if f[i] == 't' then task_id = f[i + 1] end end
+        local tk = tag .. 't:' .. task_id
+        if task_id ~= '' and redis.pcall('HGET', tk, 'take') == token then
+          claim_entry(qi, BAND[band], p[1], tk, tk, true)
+          again = again + 1
+        end
+      end
+    end
+  end
+  return {CLAIMED, {}, again, 1, left}
+end
+
 local open, nread = read_new(worker, want, function(qi, band, eid, task_id, idem)
   local tk = tag .. 't:' .. (task_id ~= '' and task_id or 'gone')
   local ik = tk
@@ -53,8 +73,5 @@ if nread < want then
       if open[qi] then watch[#watch + 1] = stream_key(qi, band) end
     end
   end
-end
-if #CLAIMED > 0 or #left > 0 then
-  redis.call('SET', mark, token .. '\n' .. cmsgpack.pack({CLAIMED, nread, left}), 'PX', lease_ms)
 end
 return {CLAIMED, watch, nread, 0, left}
