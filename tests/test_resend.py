@@ -179,11 +179,13 @@ def take(token: str) -> gateway.Taken:
 def test_take_sent_again_answers_with_what_the_lost_reply_claimed(dtq_env: Any) -> None:
     # take.lua reads and claims at once: a resend reading on would leave the first send's
     # attempts RUNNING and unrun until their lease ran out, and the reclaim would cost one.
-    ids = [tasks.record.enqueue(i).id for i in (1, 2)]
+    # One with an idempotency key: take.lua builds that record's key too.
+    ids = [tasks.record.enqueue(1).id, tasks.record.using(idempotency_key="k").enqueue(2).id]
 
     first, again = (take("a")), (take("a"))
     assert sorted(att.id for att in first.attempts) == sorted(ids) and not first.again
     assert again.again and again.read == first.read == 2
+    assert sorted(a.idem for a in first.attempts) == ["", "k"]
     assert [(a.id, a.entry, a.attempt) for a in again.attempts] == [
         (a.id, a.entry, a.attempt) for a in first.attempts
     ]

@@ -59,7 +59,7 @@ local open, nread = read_new(worker, want, function(qi, band, eid, task_id, idem
   -- record, so it is tried first.
   if idem ~= '' then
     ik = tag .. 'idem:' .. qname(qi) .. ':' .. idem
-    if redis.pcall('EXISTS', ik).err then ik = nil end
+    if type(redis.pcall('EXISTS', ik)) == 'table' then ik = nil end  -- an error reply
   end
   if not (ik and claim_entry(qi, BAND[band], eid, tk, ik, true)) then
     reply_entry(left, qi, band, eid, task_id, idem)
