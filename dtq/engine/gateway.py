@@ -73,7 +73,7 @@ class Reply[T]:
 
 
 class Entry(NamedTuple):
-    """A stream entry read for this worker (read.lua, or a blocking read)."""
+    """A stream entry read for this worker (read.lua, take.lua left to claim, a blocking read)."""
 
     queue_index: int
     band: int
