@@ -9,11 +9,14 @@ and built on the Lua side by a generated `reply_<name>(out, <fields in order>)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import secrets
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from dtq.conf import dtq_settings
 from dtq.engine import codec, layout
 from dtq.engine.connection import routed
 from dtq.engine.direct import AsyncCaller, call_script, call_script_many
@@ -189,7 +192,7 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.delay_ms,
             task.expires_at,
             "" if task.timeout is None else task.timeout,
-            codec.dumps(task.retry),
+            _retry_json(task.retry),
             task.idempotency_key or "",
             task.fingerprint,
             task.max_depth,
@@ -201,9 +204,63 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
     return _build(keys, queues, refs, len(shapes), *shape_args, *per_task, name="submit")
 
 
+def submit_one_call(keys: Keys, task: NewTask) -> Call:
+    """Return the submit_one.lua call for one task: only the keys and fields it uses."""
+    delayed = task.delay_ms > 0
+    key_list = [
+        keys.task(task.id),
+        keys.stats(task.queue),
+        keys.schedule if delayed else keys.stream(task.queue, task.band),
+        keys.index(task.queue, "PENDING" if delayed else "QUEUED"),
+        keys.events,
+        keys.throughput(int(time.time() // 60)),
+        keys.queues,
+    ]
+    if task.idempotency_key:
+        key_list.append(keys.idempotency(task.queue, task.idempotency_key))
+    args: list[Any] = [
+        task.id,
+        task.payload,
+        task.name,
+        task.queue,
+        task.priority,
+        task.band,
+        task.max_attempts,
+        _retry_json(task.retry),
+        task.delay_ms,
+        task.max_depth,
+        dtq_settings.EVENT_STREAM_MAXLEN,
+        task.idempotency_key or "",
+        task.fingerprint,
+    ]
+    if task.expires_at:
+        args += ("expires_at", task.expires_at)
+    if task.timeout is not None:
+        args += ("timeout", task.timeout)
+    if task.limits:
+        args += ("lim", task.limits)
+    return key_list, args
+
+
+@functools.lru_cache(maxsize=64)
+def _retry_items_json(items: tuple[tuple[str, Any, type], ...]) -> str:
+    return codec.dumps({name: value for name, value, _ in items})
+
+
+def _retry_json(retry: dict[str, float]) -> str:
+    """Return a retry policy's JSON (cached: most tasks share a few policies).
+
+    The types are part of the key because True == 1 and 1.0 == 1, which JSON tells apart.
+    """
+    try:
+        return _retry_items_json(tuple((k, v, type(v)) for k, v in retry.items()))
+    except TypeError:  # an unhashable value: never cached
+        return codec.dumps(retry)
+
+
 def submit(client: Any, call: Call) -> list[Submitted]:
-    """Run one submit.lua call; error replies (OOM...) are raised."""
-    return SUBMITTED.decode(_call(client, "submit", call))
+    """Run one submit_one.lua call (submit_one_call); error replies (OOM...) are raised."""
+    return SUBMITTED.decode(_call(client, "submit_one", call))
 
 
 def by_primary(client: Any, calls: list[Call]) -> list[tuple[Any, list[int]]]:

@@ -17,6 +17,7 @@ from dtq.engine import layout, protocol
 
 NAMES = (
     "submit",
+    "submit_one",
     "read",
     "claim",
     "finalize",
@@ -62,7 +63,7 @@ ASSIGNED = re.compile(r"(?:^|(?<=[\s;(]))((?:\w+[ \t]*,[ \t]*)*\w+)[ \t]*=(?!=)"
 # The scripts every task runs: Redis functions where the server has them (the others stay
 # EVALSHA scripts). Measured: with every script in the library the hot calls cost Redis more
 # CPU time than as EVALSHA scripts, with these four alone less (docs/performance.md).
-FUNCTIONS = ("submit", "read", "claim", "finalize")
+FUNCTIONS = ("submit", "submit_one", "read", "claim", "finalize")
 LIBRARY = "dtq_LIBRARY"  # the library's name in its text until the text's hash names it
 
 
