@@ -47,7 +47,9 @@ def events(env: Any, kind: str) -> list[Any]:
     return env.events(kind)
 
 
-@pytest.mark.parametrize("using", [{}, {"run_after": timedelta(hours=1)}, {"idempotency_key": "k1"}])
+@pytest.mark.parametrize(
+    "using", [{}, {"run_after": timedelta(hours=1)}, {"idempotency_key": "k1"}]
+)
 def test_submit_one(dtq_env: Any, twice: Twice, using: dict[str, Any]) -> None:
     result = tasks.record.using(**using).enqueue(1)
     [(first, again)] = twice.of("submit_one")
