@@ -192,7 +192,7 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.delay_ms,
             task.expires_at,
             "" if task.timeout is None else task.timeout,
-            _retry_json(task.retry),
+            codec.dumps(task.retry),
             task.idempotency_key or "",
             task.fingerprint,
             task.max_depth,
@@ -206,15 +206,9 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
 
 def submit_one_call(keys: Keys, task: NewTask) -> Call:
     """Return the submit_one.lua call for one task: only the keys and fields it uses."""
-    delayed = task.delay_ms > 0
     key_list = [
         keys.task(task.id),
-        keys.stats(task.queue),
-        keys.schedule if delayed else keys.stream(task.queue, task.band),
-        keys.index(task.queue, "PENDING" if delayed else "QUEUED"),
-        keys.events,
-        keys.throughput(int(time.time() // 60)),
-        keys.queues,
+        *_submit_one_keys(keys, task.queue, task.band, task.delay_ms > 0, int(time.time() // 60)),
     ]
     if task.idempotency_key:
         key_list.append(keys.idempotency(task.queue, task.idempotency_key))
@@ -226,7 +220,7 @@ def submit_one_call(keys: Keys, task: NewTask) -> Call:
         task.priority,
         task.band,
         task.max_attempts,
-        _retry_json(task.retry),
+        codec.dumps(task.retry),
         task.delay_ms,
         task.max_depth,
         dtq_settings.EVENT_STREAM_MAXLEN,
@@ -242,20 +236,19 @@ def submit_one_call(keys: Keys, task: NewTask) -> Call:
     return key_list, args
 
 
-@functools.lru_cache(maxsize=64)
-def _retry_items_json(items: tuple[tuple[str, Any, type], ...]) -> str:
-    return codec.dumps({name: value for name, value, _ in items})
-
-
-def _retry_json(retry: dict[str, float]) -> str:
-    """Return a retry policy's JSON (cached: most tasks share a few policies).
-
-    The types are part of the key because True == 1 and 1.0 == 1, which JSON tells apart.
-    """
-    try:
-        return _retry_items_json(tuple((k, v, type(v)) for k, v in retry.items()))
-    except TypeError:  # an unhashable value: never cached
-        return codec.dumps(retry)
+@functools.lru_cache(maxsize=256)
+def _submit_one_keys(
+    keys: Keys, queue: str, band: int, delayed: bool, minute: int
+) -> tuple[str, ...]:
+    """Return submit_one.lua's keys 2-7 (cached: one queue's tasks share them for a minute)."""
+    return (
+        keys.stats(queue),
+        keys.schedule if delayed else keys.stream(queue, band),
+        keys.index(queue, "PENDING" if delayed else "QUEUED"),
+        keys.events,
+        keys.throughput(minute),
+        keys.queues,
+    )
 
 
 def submit(client: Any, call: Call) -> list[Submitted]:
