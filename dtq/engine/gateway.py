@@ -192,7 +192,7 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.delay_ms,
             task.expires_at,
             "" if task.timeout is None else task.timeout,
-            codec.dumps(task.retry),
+            tuple(task.retry.items()),  # its JSON made once per shape, below
             task.idempotency_key or "",
             task.fingerprint,
             task.max_depth,
@@ -200,7 +200,11 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
         )
         number = shapes.setdefault(shape, len(shapes) + 1)
         per_task += (number, task.id, task.payload)
-    shape_args = [field for shape in shapes for field in shape]
+    shape_args = [
+        codec.dumps(dict(field)) if i == 8 else field
+        for shape in shapes
+        for i, field in enumerate(shape)
+    ]
     return _build(keys, queues, refs, len(shapes), *shape_args, *per_task, name="submit")
 
 
