@@ -55,14 +55,14 @@ COUNTERS = (
     "limit_woken",  # flow control: a waiter handed a freed slot
 )
 
-# submit.lua counts a task QUEUED at submit once, in this field, for one 'submitted' and one
-# 'queued' (the hottest script then sends one HINCRBY per counter place, not two); a stats hash
-# or per-minute bucket is read through fold_counters.
+# submit_one.lua and submit.lua count a task QUEUED at submit once, in this field, for one
+# 'submitted' and one 'queued' (the hottest script then sends one HINCRBY per counter place,
+# not two); a stats hash or per-minute bucket is read through fold_counters.
 SUBMITTED_QUEUED = "submitted_queued"
 
 
 def fold_counters(counters: dict[str, int]) -> dict[str, int]:
-    """Return counters (name -> count) with SUBMITTED_QUEUED added to 'submitted' and 'queued'."""
+    """Fold SUBMITTED_QUEUED into 'submitted' and 'queued' of counters (in place); return it."""
     both = counters.pop(SUBMITTED_QUEUED, 0)
     if both:
         counters["submitted"] = counters.get("submitted", 0) + both
