@@ -10,6 +10,7 @@ from typing import Any
 
 import pytest
 
+import dtq
 from dtq.engine import gateway, layout, read_side
 from dtq.engine.connection import get_client, new_async_client
 from dtq.engine.direct import AsyncCaller, call_script
@@ -45,6 +46,22 @@ def twice(monkeypatch: Any) -> Twice:
 
 def events(env: Any, kind: str) -> list[Any]:
     return env.events(kind)
+
+
+@pytest.mark.parametrize(
+    "using", [{}, {"run_after": timedelta(hours=1)}, {"idempotency_key": "k1"}]
+)
+def test_submit_one(dtq_env: Any, twice: Twice, using: dict[str, Any]) -> None:
+    result = tasks.record.using(**using).enqueue(1)
+    [(first, again)] = twice.of("submit_one")
+    assert first == again and first[:2] == ["ok", result.id]
+    state = "PENDING" if using.get("run_after") else "QUEUED"
+    assert dtq.TaskResult.load(result.id).state == state
+    assert dtq_env.client.xlen(keys().stream("tests", 1)) == (state == "QUEUED")
+    assert len(events(dtq_env, "TASK_SUBMITTED")) == 1
+    counters = read_side.queue_overview("tests")["counters"]
+    assert (counters["submitted"], counters["active"]) == (1, 1)
+    assert counters["queued"] == (state == "QUEUED")
 
 
 def test_cancel_of_a_waiting_task(dtq_env: Any, twice: Twice) -> None:
