@@ -66,8 +66,9 @@ for ti = 1, NT do
     if outcome == 'success' then
       -- The hot outcome, written directly: what move(RUNNING -> SUCCEEDED) writes, with no
       -- lease (the attempt holds none now) and no delivery, without its generic tables.
-      -- A first attempt's history_n is submit's '0': no number conversion then.
-      local n = r[6] == '0' and '1' or string.format('%d', (tonumber(r[6]) or 0) + 1)
+      -- A first attempt's history_n is absent (submit leaves it out) or '0': no number
+      -- conversion then.
+      local n = (not r[6] or r[6] == '0') and '1' or string.format('%d', tonumber(r[6]) + 1)
       redis.call('HSET', tk, 'history_n', n,
         'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
         'finished_at', NOW_S)
