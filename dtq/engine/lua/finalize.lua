@@ -68,7 +68,8 @@ for ti = 1, NT do
       -- lease (the attempt holds none now) and no delivery, without its generic tables.
       -- A first attempt's history_n is absent (submit leaves it out) or '0': no number
       -- conversion then.
-      local n = (not r[6] or r[6] == '0') and '1' or string.format('%d', tonumber(r[6]) + 1)
+      local n = (not r[6] or r[6] == '0') and '1' or
+        string.format('%d', (tonumber(r[6]) or 0) + 1)
       redis.call('HSET', tk, 'history_n', n,
         'lease', '', 'delivery', '', 'state', 'SUCCEEDED', 'updated_at', NOW_S,
         'finished_at', NOW_S)
