@@ -11,7 +11,7 @@ from concurrent.futures import Executor, Future
 from functools import partial
 from typing import Any
 
-from dtq.engine import failpoints
+from dtq.engine import failpoints, registry
 from dtq.engine.errors import PermanentError
 from dtq.engine.executor import (
     Attempt,
@@ -72,7 +72,9 @@ class Runner:
         if is_plain_sync(att):
             # Fast path: no asyncio task or future per attempt; outcomes come back in batches.
             loop = asyncio.get_running_loop()
-            args = (att, self._worker_id, self._context(att))
+            # A context only for a handler that takes one (it is the only reader there).
+            context = self._context(att) if _takes_context(att) else None
+            args = (att, self._worker_id, context)
             if isinstance(self._pool, HandlerPool):  # not even a concurrent Future
                 self._pool.run_plain(run_sync_attempt, args, partial(self._handed, loop, att))
                 return
@@ -187,3 +189,7 @@ def _call_on_loop(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) ->
     # Its attempt was counted in "left for the reaper"; the process ends without it.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, *args)
+
+
+def _takes_context(att: Attempt) -> bool:
+    return bool(getattr(registry.get(att.name), "takes_context", False))
