@@ -387,10 +387,10 @@ class HandlerPool(ThreadPoolExecutor):
         """Run fn(*args) on a pool thread, then done(result, None) or done(None, exc) there."""
         if not self._plain_threads:  # all at once: the worker keeps them busy
             for i in range(self._size):
-                # Daemons: threads left running at a hard stop must not hold the exit (as
-                # abandoned ones, see Worker.run).
+                # Not daemons, as a ThreadPoolExecutor's: the exit waits for what a handler
+                # started (a progress Timer inherits daemon-ness); shutdown() ends them.
                 name = f"{self._prefix}-p{i}"
-                thread = threading.Thread(target=self._serve, name=name, daemon=True)
+                thread = threading.Thread(target=self._serve, name=name, daemon=False)
                 thread.start()
                 self._plain_threads.append(thread)
         self._plain.put((fn, args, done))
