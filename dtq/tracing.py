@@ -54,6 +54,8 @@ class TracePropagator:
 
     def capture(self) -> Any:
         """Return the current trace context as a carrier dict (None outside any trace)."""
+        if not otel_context.get_current():  # no span, no baggage: nothing to inject
+            return None
         carrier: dict[str, str] = {}
         propagate.inject(carrier)
         return carrier or None

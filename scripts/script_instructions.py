@@ -1,11 +1,12 @@
-"""Count the CPU instructions Redis spends per task in read, claim and finalize (callgrind).
+"""Count the CPU instructions Redis spends per task in read, claim, take and finalize (callgrind).
 
 On a shared, loaded machine CPU time moves by ±20% between runs; instructions do not (runs
 of one commit agree within ~2%). Starts a private redis-server under valgrind's callgrind on
 a free 127.0.0.1 port (never 6379), runs one warm-up round and one measured round of N no-op
 tasks (submitted 200 a call, then read, claimed and finalized as successes in batches through
-the gateway) and prints thousands of instructions (Ir) per task for each phase. Slow (~45 s);
-run it on two commits to compare.
+the gateway; then N more taken, i.e. read and claimed in one take.lua call per batch, as the
+worker does, and finalized) and prints thousands of instructions (Ir) per task for each
+phase. Slow (~45 s); run it on two commits to compare.
 
     .venv/bin/python scripts/script_instructions.py [--batch 8] [-n 400]
 """
@@ -30,7 +31,8 @@ sys.path.insert(0, str(ROOT / "scripts"))
 from redis_cost import free_port, setup_in_process, wait_until_up  # noqa: E402
 from script_cost import read_all  # noqa: E402
 
-PHASES = ("read", "claim", "finalize")
+PHASES = ("read", "claim", "finalize", "take")
+DUMPS = 7  # per round: submitted, read, claim, finalize, submitted, take, finalized
 
 
 def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
@@ -71,10 +73,13 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
             ["callgrind_control", "-d", label, str(pid)], capture_output=True, check=True
         )
 
-    for _ in ("warm-up", "measured"):
+    def submit(n: int) -> None:
         for i in range(0, n, 200):
             subs = [Submission(name=add.name, queue="demo", args=(j, 1)) for j in range(i, i + 200)]
             submit_many(subs[: n - i])
+
+    for _ in ("warm-up", "measured"):
+        submit(n)
         dump("submitted")
         reads = await read_all(caller, keys, queues, worker, batch, n)
         dump("read")
@@ -86,6 +91,19 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
             if not all(d.state == "SUCCEEDED" for d in decided):
                 raise RuntimeError(f"finalize refused a success: {decided}")
         dump("finalize")
+        submit(n)
+        dump("submitted")
+        takes = []
+        for token in range(n):
+            taken = await gateway.take(caller, keys, queues, worker, 60000, batch, str(token))
+            if not taken.attempts:
+                break
+            takes.append(taken.attempts)
+        dump("take")
+        for attempts in takes:
+            done = [(att, Outcome("success", "2", '{"attempt":1}')) for att in attempts]
+            await gateway.finalize(caller, keys, done, True, worker)
+        dump("finalized")
 
 
 def totals(work: str) -> list[int]:
@@ -113,7 +131,8 @@ def main() -> None:
         setup_in_process(port, "dtqir", work)
         asyncio.run(rounds(port, proc.pid, opts.n, opts.batch))
         time.sleep(0.5)  # the last dump is written asynchronously
-        measured = totals(work)[-len(PHASES) :]
+        dumps = totals(work)[-DUMPS:]
+        measured = [dumps[1], dumps[2], dumps[3], dumps[5]]
         line = "  ".join(
             f"{p} {v / opts.n / 1000:6.1f}" for p, v in zip(PHASES, measured, strict=True)
         )

@@ -18,7 +18,7 @@ import pytest
 import redis
 
 from dtq.embedded import RedisServer
-from dtq.engine import events, shards
+from dtq.engine import events, protocol, shards
 from dtq.engine.keys import BANDS, GROUP, Keys
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -175,7 +175,7 @@ class Env:
         for keys, client in self.every_shard():
             for name, value in client.hgetall(keys.stats(queue)).items():
                 out[name] = out.get(name, 0) + int(value)
-        return out
+        return protocol.fold_counters(out)
 
     def events(self, kind: str) -> list[dict[str, Any]]:
         """Return the lifecycle events of one type from every shard's events stream, by time."""

@@ -48,6 +48,15 @@ def pending_owners(env: Env, band: int = 1) -> list[str]:
     ]
 
 
+def blocked_in_a_read(env: Env) -> bool:
+    """Whether a worker waits in a blocking XREADGROUP (its batch reads, which claim, are done)."""
+    return any(
+        c.get("cmd") == "xreadgroup" and "b" in c.get("flags", "")
+        for _, client in env.every_shard()
+        for c in client.client_list()
+    )
+
+
 # failpoint, state right after the crash, handler runs in all, final attempt, outcomes
 CRASH_TABLE = [
     # Read but not claimed: the entry is pending on a dead consumer; redelivery is free.
@@ -77,6 +86,10 @@ def test_worker_killed_at_failpoint(
     # A far-away backstop proves recovery comes from leases and liveness, not idle time.
     dtq_env.configure(VISIBILITY_TIMEOUT=600)
     doomed = start_doomed_worker(dtq_env, failpoint)
+    if failpoint == "worker.after_read":
+        # Only a blocking read leaves entries read and unclaimed: a batch read claims in the
+        # same call (take.lua), so the task must arrive while the worker blocks.
+        wait_for(lambda: blocked_in_a_read(dtq_env))
     result = tasks.record.enqueue("payload")
     assert doomed.wait(15) == KILLED
 

@@ -5,6 +5,7 @@ and the call resent."""
 from __future__ import annotations
 
 import asyncio
+import os
 from collections.abc import Callable
 
 import pytest
@@ -30,17 +31,19 @@ def calls(env: Env) -> dict[str, int]:
 
 
 def read_with_the_worker_s_caller(env: Env) -> int:
-    """Read the tests queue once through an AsyncCaller (as the worker does); count entries."""
+    """Take the tests queue once through an AsyncCaller (as the worker does); count attempts."""
 
     async def read() -> int:
         client = new_async_client()
         caller = AsyncCaller(client)
         try:
-            entries, _ = await gateway.read(caller, env.keys, ["tests"], "functions-test", 10)
+            taken = await gateway.take(
+                caller, env.keys, ["tests"], "functions-test", 60000, 10, os.urandom(4).hex()
+            )
         finally:
             await caller.aclose()
             await client.aclose()
-        return len(entries)
+        return len(taken.attempts)
 
     return asyncio.run(read())
 
@@ -89,8 +92,10 @@ def test_a_deleted_or_flushed_library_is_loaded_again_and_the_call_resent(
         try:
             for i in (5, 6):
                 tasks.record.enqueue(i)
-                entries, _ = await gateway.read(caller, dtq_env.keys, ["tests"], "again", 10)
-                got.append(len(entries))
+                taken = await gateway.take(
+                    caller, dtq_env.keys, ["tests"], "again", 60000, 10, f"t{i}"
+                )
+                got.append(len(taken.attempts))
                 dtq_env.client.function_delete(library().name)
         finally:
             await caller.aclose()

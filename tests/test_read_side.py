@@ -10,6 +10,7 @@ import redis
 
 import dtq
 from dtq.engine import read_side
+from dtq.engine.read_side import trends
 from dtq.engine.scheduler import Scheduler
 from tests.conftest import wait_for
 from tests.testapp import tasks
@@ -262,3 +263,20 @@ def test_get_task_reads_a_finished_task_with_its_result(dtq_env):
     assert record["result"] == {"x": 1}
     assert record["history"][0]["outcome"] == "succeeded"
     assert read_side.get_task("not-an-id") is None
+
+
+def test_a_task_queued_at_submit_counts_as_submitted_and_queued(dtq_env):
+    # submit counts it once, in submitted_queued; a stats hash written before that field
+    # existed keeps its own submitted and queued, and the read side adds the two.
+    dtq_env.client.hset(dtq_env.keys.stats("tests"), mapping={"submitted": 5, "queued": 4})
+    tasks.record.enqueue(1)
+    tasks.record.enqueue_many([((2,), {}), ((3,), {})])
+    tasks.record.using(run_after=timedelta(hours=1)).enqueue(4)
+    counters = read_side.queue_overview("tests")["counters"]
+    assert (counters["submitted"], counters["queued"], counters["active"]) == (9, 7, 4)
+    assert "submitted_queued" not in counters
+    rows = read_side.throughput("tests", minutes=2)
+    assert (sum(r["submitted"] for r in rows), sum(r["queued"] for r in rows)) == (4, 3)
+    [per_queue] = trends.throughput_per_queue(["tests"], minutes=2).values()
+    assert sum(r["queued"] for r in per_queue) == 3
+    assert "tests" in read_side.queue_names()

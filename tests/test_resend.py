@@ -4,14 +4,16 @@ progress, replay and periodic_claim/commit have their own resend tests next to t
 
 from __future__ import annotations
 
+import asyncio
 from datetime import timedelta
 from typing import Any
 
 import pytest
 
+import dtq
 from dtq.engine import gateway, layout, read_side
-from dtq.engine.connection import get_client
-from dtq.engine.direct import call_script
+from dtq.engine.connection import get_client, new_async_client
+from dtq.engine.direct import AsyncCaller, call_script
 from dtq.engine.scripts import script
 from tests.ops_support import claim_by_hand, dead_letter_by_hand, keys
 from tests.testapp import tasks
@@ -44,6 +46,22 @@ def twice(monkeypatch: Any) -> Twice:
 
 def events(env: Any, kind: str) -> list[Any]:
     return env.events(kind)
+
+
+@pytest.mark.parametrize(
+    "using", [{}, {"run_after": timedelta(hours=1)}, {"idempotency_key": "k1"}]
+)
+def test_submit_one(dtq_env: Any, twice: Twice, using: dict[str, Any]) -> None:
+    result = tasks.record.using(**using).enqueue(1)
+    [(first, again)] = twice.of("submit_one")
+    assert first == again and first[:2] == ["ok", result.id]
+    state = "PENDING" if using.get("run_after") else "QUEUED"
+    assert dtq.TaskResult.load(result.id).state == state
+    assert dtq_env.client.xlen(keys().stream("tests", 1)) == (state == "QUEUED")
+    assert len(events(dtq_env, "TASK_SUBMITTED")) == 1
+    counters = read_side.queue_overview("tests")["counters"]
+    assert (counters["submitted"], counters["active"]) == (1, 1)
+    assert counters["queued"] == (state == "QUEUED")
 
 
 def test_cancel_of_a_waiting_task(dtq_env: Any, twice: Twice) -> None:
@@ -158,3 +176,55 @@ def test_periodic_resume(dtq_env: Any, twice: Twice) -> None:
     assert dtq_env.client.llen(keys().periodic_log(name)) == 1  # one skip logged, not two
     # A later request (a new token) is told the truth: the schedule was not paused.
     assert gateway.periodic_resume(get_client(), keys(), name, 10, "again") is False
+
+
+def take(token: str) -> gateway.Taken:
+    """Run one take.lua call for worker w1 on the tests queue."""
+
+    async def call() -> gateway.Taken:
+        client = new_async_client()
+        caller = AsyncCaller(client)
+        try:
+            return await gateway.take(caller, keys(), ["tests"], "w1", 60000, 8, token)
+        finally:
+            await caller.aclose()
+            await client.aclose()
+
+    return asyncio.run(call())
+
+
+def test_take_sent_again_answers_with_what_the_lost_reply_claimed(dtq_env: Any) -> None:
+    # take.lua reads and claims at once: a resend reading on would leave the first send's
+    # attempts RUNNING and unrun until their lease ran out, and the reclaim would cost one.
+    # One with an idempotency key: take.lua builds that record's key too.
+    ids = [tasks.record.enqueue(1).id, tasks.record.using(idempotency_key="k").enqueue(2).id]
+
+    first, again = (take("a")), (take("a"))
+    assert sorted(att.id for att in first.attempts) == sorted(ids) and not first.again
+    assert again.again and again.read == first.read == 2
+    assert sorted(a.idem for a in first.attempts) == ["", "k"]
+    assert [(a.id, a.entry, a.attempt) for a in again.attempts] == [
+        (a.id, a.entry, a.attempt) for a in first.attempts
+    ]
+    assert len(events(dtq_env, "TASK_STARTED")) == 2 and dtq_env.stats()["started"] == 2
+    assert all(read_side.get_task(i)["attempt"] == 1 for i in ids)  # type: ignore[index]
+    # A resend reads nothing new, even when the first send found nothing; a new token reads.
+    assert take("b").attempts == []
+    third = tasks.record.enqueue(3).id
+    assert take("b").attempts == []
+    assert [att.id for att in take("c").attempts] == [third]
+
+
+def test_take_leaves_an_entry_whose_record_it_cannot_read_to_claim(dtq_env: Any) -> None:
+    # take.lua builds task keys itself: one it cannot read (a Cluster slot migrating; here a
+    # key of the wrong type) leaves the entry, unwritten, for claim.lua with declared keys.
+    good = tasks.record.enqueue(1).id
+    bad = tasks.record.enqueue(2).id
+    dtq_env.client.delete(keys().task(bad))
+    dtq_env.client.set(keys().task(bad), "not a hash")
+    taken = take("a")
+    assert [att.id for att in taken.attempts] == [good]
+    assert [e.task_id for e in taken.left] == [bad] and taken.read == 2
+    # A resend hands back what was claimed; the entry left stays pending, for the reaper.
+    again = take("a")
+    assert [att.id for att in again.attempts] == [good] and again.left == []

@@ -9,12 +9,15 @@ and built on the Lua side by a generated `reply_<name>(out, <fields in order>)`.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import inspect
 import secrets
+import time
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any, NamedTuple
 
+from dtq.conf import dtq_settings
 from dtq.engine import codec, layout
 from dtq.engine.connection import routed
 from dtq.engine.direct import AsyncCaller, call_script, call_script_many
@@ -78,7 +81,7 @@ class Reply[T]:
 
 
 class Entry(NamedTuple):
-    """A stream entry read for this worker (read.lua, or a blocking read)."""
+    """A stream entry read for this worker (read.lua, take.lua left to claim, a blocking read)."""
 
     queue_index: int
     band: int
@@ -194,7 +197,7 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
             task.delay_ms,
             task.expires_at,
             "" if task.timeout is None else task.timeout,
-            codec.dumps(task.retry),
+            tuple(task.retry.items()),  # its JSON made once per shape, below
             task.idempotency_key or "",
             task.fingerprint,
             task.max_depth,
@@ -202,13 +205,64 @@ def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
         )
         number = shapes.setdefault(shape, len(shapes) + 1)
         per_task += (number, task.id, task.payload)
-    shape_args = [field for shape in shapes for field in shape]
+    shape_args = [
+        codec.dumps(dict(field)) if i == 8 else field
+        for shape in shapes
+        for i, field in enumerate(shape)
+    ]
     return _build(keys, queues, refs, len(shapes), *shape_args, *per_task, name="submit")
 
 
+def submit_one_call(keys: Keys, task: NewTask) -> Call:
+    """Return the submit_one.lua call for one task: only the keys and fields it uses."""
+    key_list = [
+        keys.task(task.id),
+        *_submit_one_keys(keys, task.queue, task.band, task.delay_ms > 0, int(time.time() // 60)),
+    ]
+    if task.idempotency_key:
+        key_list.append(keys.idempotency(task.queue, task.idempotency_key))
+    args: list[Any] = [
+        task.id,
+        task.payload,
+        task.name,
+        task.queue,
+        task.priority,
+        task.band,
+        task.max_attempts,
+        codec.dumps(task.retry),
+        task.delay_ms,
+        task.max_depth,
+        dtq_settings.EVENT_STREAM_MAXLEN,
+        task.idempotency_key or "",
+        task.fingerprint,
+    ]
+    if task.expires_at:
+        args += ("expires_at", task.expires_at)
+    if task.timeout is not None:
+        args += ("timeout", task.timeout)
+    if task.limits:
+        args += ("lim", task.limits)
+    return key_list, args
+
+
+@functools.lru_cache(maxsize=256)
+def _submit_one_keys(
+    keys: Keys, queue: str, band: int, delayed: bool, minute: int
+) -> tuple[str, ...]:
+    """Return submit_one.lua's keys 2-7 (cached: one queue's tasks share them for a minute)."""
+    return (
+        keys.stats(queue),
+        keys.schedule if delayed else keys.stream(queue, band),
+        keys.index(queue, "PENDING" if delayed else "QUEUED"),
+        keys.events,
+        keys.throughput(minute),
+        keys.queues,
+    )
+
+
 def submit(client: Any, call: Call) -> list[Submitted]:
-    """Run one submit.lua call; error replies (OOM...) are raised."""
-    return SUBMITTED.decode(_call(client, "submit", call))
+    """Run one submit_one.lua call (submit_one_call); error replies (OOM...) are raised."""
+    return SUBMITTED.decode(_call(client, "submit_one", call))
 
 
 def by_primary(client: Any, calls: list[Call]) -> list[tuple[Any, list[int]]]:
@@ -263,6 +317,43 @@ async def claim(
     for att in attempts:
         att.queue = queues[att.queue_index - 1]
     return attempts
+
+
+class Taken(NamedTuple):
+    """take.lua's answer: the attempts claimed, the streams to watch, how many entries it read."""
+
+    attempts: list[Attempt]
+    watch: list[str]
+    read: int
+    again: bool  # the token was sent before: the attempts are what that send claimed
+    left: list[Entry]  # read as ours but left to claim.lua (a task key it could not reach)
+
+
+async def take(
+    caller: AsyncCaller,
+    keys: Keys,
+    queues: list[str],
+    worker_id: str,
+    lease_ms: int,
+    capacity: int,
+    token: str,
+) -> Taken:
+    """Read up to capacity new entries and claim them in one call (take.lua).
+
+    The same token again (a resend, or the next call after one failed) answers with what the
+    first call with it claimed (leases renewed), without reading. The task keys are built in
+    the script, from the shard's key tag: only it knows which tasks it read.
+    """
+    key_list, args = _build(
+        keys, queues, (), worker_id, lease_ms, capacity, token, keys.tag, name="take"
+    )
+    reply = await caller.script(script("take"), [*key_list, keys.take(worker_id)], args)
+    attempts = CLAIMED.decode(reply[0])
+    for att in attempts:
+        att.queue = queues[att.queue_index - 1]
+    return Taken(
+        attempts, list(reply[1]), int(reply[2]), reply[3] == 1, ENTRY.decode(reply[4])
+    )
 
 
 def _batch(

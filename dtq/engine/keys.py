@@ -123,6 +123,10 @@ class Keys:
     def worker(self, worker_id: str) -> str:
         return self._k(f"w:{worker_id}")
 
+    def take(self, worker_id: str) -> str:
+        """A worker's last take.lua request token in this shard (a resend is told by it)."""
+        return self._k(f"take:{worker_id}")
+
     def leader(self, role: str) -> str:
         return self._k(f"leader:{role}")
 

@@ -98,6 +98,13 @@ class Layout:
 
 
 FULL = Layout()
+# claim's flow control (lib.lua's admit) parks a task over a rate as PENDING on the schedule
+# and reads and writes all four limit keys.
+CLAIM_QUEUE = (
+    *("PENDING", "QUEUED", "RUNNING", "CANCELLED", "EXPIRED", "stats"),
+    *STREAMS,
+    *LIMIT_KEYS,
+)
 # The hot scripts' own layouts (tests/test_gateway.py checks each names every key it uses).
 LAYOUTS = {
     "submit": Layout(
@@ -106,21 +113,16 @@ LAYOUTS = {
         task=("record", "idem"),
     ),
     "read": Layout(shared=("paused",), queue=STREAMS, task=()),
-    # claim's flow control (lib.lua's admit) parks a task over a rate as PENDING on the
-    # schedule and reads and writes all four limit keys.
     "claim": Layout(
         shared=("schedule", "running", "events", "paused", "throughput"),
-        queue=(
-            "PENDING",
-            "QUEUED",
-            "RUNNING",
-            "CANCELLED",
-            "EXPIRED",
-            "stats",
-            *STREAMS,
-            *LIMIT_KEYS,
-        ),
+        queue=CLAIM_QUEUE,
         task=("record", "idem"),
+    ),
+    # take.lua reads and claims: claim's keys, its task keys built in the script (take.lua).
+    "take": Layout(
+        shared=("schedule", "running", "events", "paused", "throughput"),
+        queue=CLAIM_QUEUE,
+        task=(),
     ),
     "finalize": Layout(
         shared=("schedule", "running", "events", "throughput", "dlq_index"),

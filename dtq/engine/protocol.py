@@ -55,6 +55,21 @@ COUNTERS = (
     "limit_woken",  # flow control: a waiter handed a freed slot
 )
 
+# submit_one.lua and submit.lua count a task QUEUED at submit once, in this field, for one
+# 'submitted' and one 'queued' (the hottest script then sends one HINCRBY per counter place,
+# not two); a stats hash or per-minute bucket is read through fold_counters.
+SUBMITTED_QUEUED = "submitted_queued"
+
+
+def fold_counters(counters: dict[str, int]) -> dict[str, int]:
+    """Fold SUBMITTED_QUEUED into 'submitted' and 'queued' of counters (in place); return it."""
+    both = counters.pop(SUBMITTED_QUEUED, 0)
+    if both:
+        counters["submitted"] = counters.get("submitted", 0) + both
+        counters["queued"] = counters.get("queued", 0) + both
+    return counters
+
+
 # Upper bounds (ms) of the latency histogram buckets in a queue's stats hash (lib.lua observe()).
 LATENCY_BUCKETS_MS = (5, 10, 25, 50, 100, 250, 500, 1000, 2500, 5000, 10000, 30000, 60000, 300000)
 

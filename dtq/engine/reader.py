@@ -1,9 +1,11 @@
-"""The worker's reader of one shard: batch reads by read.lua, a blocking group read, claims."""
+"""The worker's reader of one shard: batch reads and claims by take.lua, a blocking group read
+and claim.lua for what it brought."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import os
 import time
 from typing import Any
 
@@ -25,7 +27,7 @@ class Reader:
         self._keys = keys
         self._queues = queues
         self._worker_id = worker_id
-        self._caller = AsyncCaller(client)  # read.lua and claim.lua
+        self._caller = AsyncCaller(client)  # take.lua and claim.lua
         self._blocker = AsyncCaller(client)  # the blocking group read
         self._stream_blocks = {
             keys.stream(queue, band): (qi, band)
@@ -37,14 +39,21 @@ class Reader:
         self._blocked_id: int | None = None  # our client id while blocked in a read
         self._blocks = 0  # blocking reads started: an unblock ends only the one it was for
         self._unblocking: asyncio.Task[None] | None = None
-        # Entries read as ours but not claimed yet: their claim failed, or a blocking read
-        # brought more than the free capacity. They sit in our pending list, where no read
-        # finds them again, so they are claimed from here first when capacity allows.
+        # Entries read as ours but not claimed yet: their claim failed, a blocking read
+        # brought more than the free capacity, or take.lua could not reach a key of theirs.
+        # They sit in our pending list, where no read finds them again, so they are claimed
+        # from here first when capacity allows.
         self.unclaimed: list[gateway.Entry] = []
         # After an error the worker skips this shard for a backoff and serves the others
         # (a cluster primary failing over must not stop the rest).
         self._rest = 0.0
         self._rest_until = 0.0
+        # take.lua's request token, kept with when it was first sent until a reply arrives: a
+        # call sent again after a failure gets back what the lost reply claimed. Random per
+        # process: a worker id used again must never get an earlier process's reply.
+        self._token_base = os.urandom(6).hex()
+        self._takes = 0
+        self._token: tuple[str, float] | None = None
 
     @property
     def shard(self) -> int:
@@ -65,9 +74,31 @@ class Reader:
         """Forget the backoff: this shard answered."""
         self._rest = 0.0
 
-    async def read(self, capacity: int) -> tuple[list[gateway.Entry], list[str]]:
-        """Read up to capacity entries in priority order; also return the streams to watch."""
-        return await gateway.read(self._caller, self._keys, self._queues, self._worker_id, capacity)
+    async def take(self, capacity: int) -> gateway.Taken:
+        """Read and claim up to capacity new entries in priority order, in one call (take.lua).
+
+        A failed call's token is sent again by the next one (within a lease): what the lost
+        reply claimed comes back then instead of waiting, unrun, for the reaper.
+        """
+        lease = dtq_settings.lease_timeout
+        now = clock.now()  # before the call: Redis starts the lease later than this
+        if self._token is None or now - self._token[1] > lease:
+            self._takes += 1
+            self._token = (f"{self._token_base}.{self._takes}", now)
+        taken = await gateway.take(
+            self._caller,
+            self._keys,
+            self._queues,
+            self._worker_id,
+            int(lease * 1000),
+            capacity,
+            self._token[0],
+        )
+        self._token = None
+        # A resend renewed the leases it handed back: they run from this call, as new ones.
+        self._started(taken.attempts, now, lease)
+        self.keep(taken.left)
+        return taken
 
     async def wait_for_new(self, watch: list[str], capacity: int) -> list[gateway.Entry]:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
@@ -99,7 +130,7 @@ class Reader:
         return self._entries(reply or [])
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
-        """Claim read entries with claim.lua; keep them unclaimed if the call fails."""
+        """Claim entries a blocking read brought with claim.lua; keep them if the call fails."""
         lease = dtq_settings.lease_timeout
         sent = clock.now()  # before the call: Redis starts the lease later than this
         try:
@@ -109,10 +140,15 @@ class Reader:
         except RedisError:  # the entries sit in our pending list, where no read finds them
             self.unclaimed = entries + self.unclaimed
             raise
+        self._started(attempts, sent, lease)
+        return attempts
+
+    @staticmethod
+    def _started(attempts: list[Attempt], sent: float, lease: float) -> None:
+        """Note each claimed attempt's start-by instant and its workflow place."""
         for att in attempts:
             att.lease_until = start_by(sent, lease)
             att.workflow, att.workflow_member = workflows.member_of(att.payload)
-        return attempts
 
     async def claim_unclaimed(self, capacity: int) -> list[Attempt]:
         """Claim up to capacity of the entries read but not claimed yet, oldest first."""

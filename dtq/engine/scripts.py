@@ -17,8 +17,10 @@ from dtq.engine import layout, protocol
 
 NAMES = (
     "submit",
+    "submit_one",
     "read",
     "claim",
+    "take",
     "finalize",
     "skip",
     "promote",
@@ -61,8 +63,9 @@ DECLARED = re.compile(r"\b(?:local|for)\s+[\w, ]+?\s*=")
 ASSIGNED = re.compile(r"(?:^|(?<=[\s;(]))((?:\w+[ \t]*,[ \t]*)*\w+)[ \t]*=(?!=)", re.M)
 # The scripts every task runs: Redis functions where the server has them (the others stay
 # EVALSHA scripts). Measured: with every script in the library the hot calls cost Redis more
-# CPU time than as EVALSHA scripts, with these four alone less (docs/performance.md).
-FUNCTIONS = ("submit", "read", "claim", "finalize")
+# CPU time than as EVALSHA scripts, with these alone less (docs/performance.md); submit_one is
+# submit for one task (enqueue()); take is the worker's read and claim in one call.
+FUNCTIONS = ("submit", "submit_one", "take", "claim", "finalize")
 LIBRARY = "dtq_LIBRARY"  # the library's name in its text until the text's hash names it
 
 

@@ -236,11 +236,11 @@ def _calls(
 
 
 def prepare(sub: Submission, prefix: str | None = None) -> tuple[list[str], list[Any]]:
-    """Validate and encode one submission into (KEYS, ARGV) for submit.lua."""
+    """Validate and encode one submission into (KEYS, ARGV) for submit_one.lua."""
     validate(sub)
     task_id, shard = _task_id(sub)
     keys = Keys(prefix or dtq_settings.KEY_PREFIX, shard)
-    return gateway.submit_call(keys, [_new_task(sub, task_id, propagation.capture())])
+    return gateway.submit_one_call(keys, _new_task(sub, task_id, propagation.capture()))
 
 
 def _fingerprint(sub: Submission, payload: str, ctx: dict[str, Any]) -> str:

@@ -273,7 +273,7 @@ class Worker:
         return result
 
     async def _read_every_shard(self) -> tuple[bool, list[tuple[Reader, list[str]]]]:
-        """Read and claim shard by shard while capacity lasts, from the next shard in turn.
+        """Take (read and claim) shard by shard while capacity lasts, from the next shard in turn.
 
         Return whether anything was read, and each shard's streams to watch when nothing was.
         """
@@ -287,17 +287,14 @@ class Worker:
                 break
             if (
                 reader.resting()
-                or (got := await self._on_shard(reader, reader.read(capacity))) is None
+                or (taken := await self._on_shard(reader, reader.take(capacity))) is None
             ):
                 continue
-            entries, watch = got
-            if entries:
+            if taken.read:
                 read_any = True
-                if failpoints.ACTIVE:
-                    failpoints.hit("worker.after_read")
-                self._start_all(await self._on_shard(reader, reader.claim(entries)) or [])
-            elif watch:
-                watches.append((reader, watch))
+                self._start_all(taken.attempts)
+            elif taken.watch:
+                watches.append((reader, taken.watch))
         return read_any, watches
 
     async def _wait_for_new(self, watches: list[tuple[Reader, list[str]]]) -> None:

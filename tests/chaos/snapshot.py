@@ -15,7 +15,7 @@ from typing import Any
 
 import redis
 
-from dtq.engine import events, shards
+from dtq.engine import events, protocol, shards
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.layout import STATE_ORDER
 from tests.chaos.config import QUEUE
@@ -137,7 +137,7 @@ def _shard(client: redis.Redis, keys: Keys, idem_keys: list[str]) -> dict[str, A
     stats, dlq, schedule, running, *rest = pipe.execute()
     indexes, idem = rest[: len(STATE_ORDER)], rest[len(STATE_ORDER) :]
     return {
-        "stats": {k: int(v) for k, v in stats.items()},
+        "stats": protocol.fold_counters({k: int(v) for k, v in stats.items()}),
         "dlq": [
             {"entry": eid, "task": f["t"], "attempts": f.get("attempts"), "shard": keys.shard}
             for eid, f in dlq

@@ -31,7 +31,7 @@ SETTLED = {"pending": 0, "running": 0, "schedule": 0}
 def send_twice(sub: submit.Submission) -> tuple[list[Any], list[Any]]:
     """Run submit.lua twice with the same keys and arguments (a resent call)."""
     key_list, argv = submit.prepare(sub)
-    script = Scripts.of(get_client()).submit
+    script = Scripts.of(get_client()).submit_one
     return script(keys=key_list, args=argv), script(keys=key_list, args=argv)
 
 
@@ -60,7 +60,7 @@ def test_resent_keyed_submit_is_accepted_not_in_progress(dtq_env: Env) -> None:
 
 def test_resent_submit_leaves_a_running_task_alone(dtq_env: Env) -> None:
     key_list, argv = submit.prepare(submission(tasks.hold, 1.0))
-    script = Scripts.of(get_client()).submit
+    script = Scripts.of(get_client()).submit_one
     task_id = script(keys=key_list, args=argv)[1]
     dtq_env.worker()
     wait_for(lambda: dtq_env.witnessed("hold"))

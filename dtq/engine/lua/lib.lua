@@ -36,9 +36,12 @@ local RETENTION, RESULT_TTL, IDEM_TTL = ARGV[4], ARGV[5], ARGV[6]
 local GROUP = ARGV[7]
 local ARG0 = 7 + NQ  -- script arguments start at ARGV[ARG0 + 1]
 
-local t = redis.call('TIME')
-local NOW = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000)
-local NOW_S = t[1] .. string.sub('00000' .. t[2], -6, -4)  -- NOW's digits, with no formatting
+local CLOCK = redis.call('TIME')  -- a script that names neither NOW nor NOW_S skips it
+local NOW_S = CLOCK[1] .. string.sub('00000' .. CLOCK[2], -6, -4)  -- NOW's digits, no formatting
+
+-- NOW as a number: its own paragraph, so a script that needs only NOW_S skips the two
+-- tonumber() (~2 kIr each: strtod).
+local NOW = tonumber(CLOCK[1]) * 1000 + math.floor(tonumber(CLOCK[2]) / 1000)
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
@@ -693,4 +696,156 @@ local function wf_note(ti, id, qi, state, data)
     emit('WORKFLOW_' .. new, id, qi, new, 0, {workflow = wid})
   end
   zset(wkey(wi, 3), wid, NOW)  -- an advance should look now
+end
+
+-- Reading (read.lua, take.lua): up to `want` new entries for `consumer`, in strict priority
+-- order (band 0 of every open queue, then band 1, then band 2), skipping paused queues.
+-- XREADGROUP's COUNT is per stream, so counting here is what bounds prefetch to capacity.
+-- Calls each(qi, band, entry id, task id or '', idempotency key or '') per entry read;
+-- returns open (qi -> not paused) and how many entries were read. paused, when given, is
+-- filled with qi -> paused (claim_paused: the claims of the same call need not ask again).
+local function read_stream(consumer, stream, n)
+  local ok, res = pcall(redis.call, 'XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n,
+    'STREAMS', stream, '>')
+  if not ok then
+    -- NOGROUP: the stream or group is new (or Redis lost its data); create it and read again.
+    redis.pcall('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
+    res = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', stream, '>')
+  end
+  if not res then return {} end
+  return res[1][2]
+end
+local function read_new(consumer, want, each, paused)
+  local open, nread = {}, 0
+  for qi = 1, NQ do
+    open[qi] = redis.call('SISMEMBER', KEYS[K_PAUSED], qname(qi)) == 0
+    if paused then paused[qi] = not open[qi] end
+  end
+  for band = 0, 2 do
+    for qi = 1, NQ do
+      if want > nread and open[qi] then
+        for _, e in ipairs(read_stream(consumer, stream_key(qi, band), want - nread)) do
+          local task_id, idem = '', ''
+          local f = e[2]
+          for i = 1, #f, 2 do
+            if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
+          end
+          each(qi, band, e[1], task_id, idem)
+          nread = nread + 1
+        end
+      end
+    end
+  end
+  return open, nread
+end
+
+-- Claiming (claim.lua, take.lua): turn an entry just read by this worker into a RUNNING
+-- attempt, or absorb it. claim_begin once per call, then claim_entry per entry (tk, ik: its
+-- task's record and idempotency record, or the record again when it has no key); each
+-- claimed attempt is appended to CLAIMED (the gateway's CLAIMED fields, reply_claimed).
+-- token (take.lua's request token, or nil) is written in each record claimed, as 'take'.
+-- An entry is claimable only if the task is QUEUED and the entry is its current delivery;
+-- anything else (stale duplicate, task finished, cancelled, or gone) is acknowledged and
+-- counted as absorbed, and never reaches a handler. One exception: the entry this very worker
+-- claimed already (the same call sent again) is handed back with its attempt unchanged.
+-- Flow control (admit above): a task over a concurrency limit is acknowledged and waits in
+-- its group's line (still QUEUED, no attempt counted); one over a rate is scheduled
+-- (PENDING) for its next token. The entry a released slot adds for a waiter is its delivery.
+local CLAIMED = {}
+local claim_paused = {}  -- qi -> whether its queue is paused (read once per call)
+local claim_worker, claim_lease_at, claim_started_by, claim_token
+local function claim_begin(worker, lease_ms, token)
+  BATCH = true  -- sorted-set writes and acknowledgements go out once per key
+  claim_worker, claim_token = worker, token
+  claim_lease_at = string.format('%d', NOW + lease_ms)  -- formatted once (NOW_S)
+  -- The start event's worker field, encoded once per call (emit takes it as is).
+  claim_started_by = ',"worker":' .. cjson.encode(worker)
+end
+local function claim_is_paused(qi)
+  if claim_paused[qi] == nil then
+    claim_paused[qi] = redis.call('SISMEMBER', KEYS[K_PAUSED], qname(qi)) == 1
+  end
+  return claim_paused[qi]
+end
+local function claim_hand_out(id, eid, qi, band, r, attempt)
+  -- Fields submit leaves out when at their default are nil here: reply_claimed sends ''.
+  reply_claimed(CLAIMED, id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10] or '{}', r[11])
+end
+-- Whether flow control holds this task back (admit), with the limit fields only a limited
+-- task has read here.
+local function claim_limited(tk, id, qi, r, band)
+  local f = redis.call('HMGET', tk, 'lp', 'lws')
+  return admit(tk, id, qi, {name = r[5], lim = r[16], lw = r[17], lp = f[1], lws = f[2],
+    band = band, idem = r[11]})
+end
+-- guarded (take.lua, whose task keys are not declared): the record's first read is a pcall,
+-- and false is returned, with nothing written, when it fails (on a Redis Cluster, a key the
+-- slot's live migration has moved already); the entry is then left to claim.lua.
+local function claim_entry(qi, band, eid, tk, ik, guarded)
+  -- What the hot path needs, and no more: each field is a scan of the record (a missing one
+  -- scans it whole), so the fields only a rare branch uses are read there.
+  local call = guarded and redis.pcall or redis.call
+  local r = call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
+    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'enqueued_at', 'band',
+    'queue', 'lim', 'lw')
+  if r.err then return false end
+  local id, state, lim, lw = r[1], r[2], r[16], r[17]
+  -- Entry ids are unique per stream only: the delivery is this entry of this stream.
+  local here = r[14] == band and r[15] == qname(qi)
+  local current = r[3] == eid and here
+  if not current and here and state == 'QUEUED' and r[3] == '' and woken(qi, lw) then
+    redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
+    current = true
+  end
+  if state == 'RUNNING' and current and redis.call('HGET', tk, 'worker') == claim_worker then
+    -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
+    -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
+    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
+    redis.call('HSET', tk, 'lease', claim_lease_at)
+    zset(KEYS[K_RUNNING], id, claim_lease_at)
+    claim_hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
+  elseif not id or state ~= 'QUEUED' or not current then
+    ack(qi, band, eid)
+    count(qi, 'absorbed')
+    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
+  elseif claim_is_paused(qi) then
+    -- A blocking read that began before the queue was paused: give the entry back.
+    ack(qi, band, eid)
+    deliver(tk, id, qi, band, tonumber(r[7]) + 1)
+  elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
+    ack(qi, band, eid)
+    release(tk, id, qi, r[5], lim, nil, lw)  -- a slot handed to it while it waited
+    move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
+    emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
+    settle_idempotency(tk, ik, 'failed', r[11])
+  elseif r[12] == '1' then
+    -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
+    -- honour the request instead of starting the task again.
+    ack(qi, band, eid)
+    release(tk, id, qi, r[5], lim, nil, lw)
+    move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
+    emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
+    settle_idempotency(tk, ik, 'failed', r[11])
+  elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and claim_limited(tk, id, qi, r, band) then
+    ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
+  else
+    local attempt = string.format('%d', tonumber(r[7]) + 1)
+    zset(KEYS[K_RUNNING], id, claim_lease_at)
+    observe(qi, 'wait', NOW - tonumber(r[13] or NOW))
+    -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
+    -- generic tables.
+    if claim_token then
+      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S, 'take', claim_token)
+    else
+      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
+    end
+    zset(qkey(qi, IX.QUEUED), id, false)
+    zset(qkey(qi, IX.RUNNING), id, NOW_S)
+    count(qi, COUNTER.RUNNING)
+    emit('TASK_STARTED', id, qi, 'RUNNING', attempt, claim_started_by)
+    claim_hand_out(id, eid, qi, band, r, attempt)
+  end
+  return true
 end

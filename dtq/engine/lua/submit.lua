@@ -1,6 +1,6 @@
 -- submit.lua: accept tasks (QUEUED now, or PENDING until their run time), one or many a call.
--- KEYS: lib layout with one block per queue and one task block per task (record, result,
---   idempotency record).
+-- KEYS: lib layout with one block per queue and one task block per task (record, idempotency
+--   record).
 -- ARGV after the header: the number of shapes NS, NS shapes of 13 fields, then 3 fields per
 --   task in task-block order: its shape's number, task id, payload (JSON). A shape is what
 --   tasks of one bulk call mostly share, sent and prepared once: 1 queue index, 2 task name,
@@ -18,14 +18,27 @@
 -- Resend: that is the resend case: the same answer, nothing written twice. One EXISTS over
 -- every task's record tells a first call (none exists) from a resend; only then is each
 -- record read (HMGET per task would cost every bulk call one command per task).
--- Many tasks: index, counter and event writes go out once per key at the end; nothing here
--- reads them back.
--- Written with direct commands instead of lib.lua's generic move/count/emit/zset helpers:
--- submit is the hottest script and their tables and closures are a measurable part of it
--- (docs/performance.md). It writes exactly what move() and emit() would.
+-- Record: fields at their default are not written, and every reader takes a missing one as
+-- that default: no expiry, timeout, key, limits or history yet (history_n 0), updated_at and
+-- run_after = created_at (read_side/tasks.py's decode_record fills them in).
+-- Counters (what move() would count, in the queue's stats hash and the per-minute bucket,
+-- (re)armed for two hours when a field is new): active; a task QUEUED at once counts once in
+-- 'submitted_queued', which stands for one 'submitted' and one 'queued' (readers fold it:
+-- protocol.fold_counters), a delayed one in 'submitted'. The queue joins the queue registry
+-- when that field is new: a queue whose stats count a submission is registered, since
+-- forget_queue.lua drops both at once (no SADD per call).
+-- Depth limit: one HGET of 'active' per queue and call (submit_one.lua: the HINCRBY of
+-- 'active' answers with the count, taken back when full).
+-- One task (enqueue()) has a script of its own, submit_one.lua, written flat; this one serves
+-- bulk calls (and a bulk call of one task). Many tasks: index, counter and event writes go out
+-- once per key at the end; nothing here reads them back. Both use direct commands instead of
+-- lib.lua's generic move/count/emit/zset helpers: submit is the hottest script and their
+-- tables and closures are a measurable part of it (docs/performance.md). They write what
+-- move() and emit() would.
 local out = {}
+
 local active = {}  -- queue index -> tasks counted as active, this call's included
-local counted = {}  -- queue index -> {submitted, queued}: HINCRBY once per field at the end
+local counted = {}  -- queue index -> {accepted, of them QUEUED}: HINCRBY once per field at the end
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
 local submitted = {}  -- this call's TASK_SUBMITTED events, one XADD at the end
@@ -40,30 +53,34 @@ for i = 1, NT, 400 do  -- 400 keys per command (unpack has a stack limit)
   resent = resent or redis.call('EXISTS', unpack(records, i, math.min(i + 399, NT))) > 0
 end
 
--- Each shape once: what its tasks' records, entries and events share.
+-- Each shape once: what its tasks' records, entries and events share. Keyed by its number as
+-- sent, so that a task finds its shape with no tonumber() (~2 kIr).
 local NS = tonumber(ARGV[ARG0 + 1])
 local shapes = {}
 for si = 1, NS do
   local b = ARG0 + 1 + (si - 1) * 13
-  local qi, name, delay = tonumber(ARGV[b + 1]), ARGV[b + 2], tonumber(ARGV[b + 6])
+  local qi, name, delay = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 6]
   local expires_at, timeout, idem, lim = ARGV[b + 7], ARGV[b + 8], ARGV[b + 10], ARGV[b + 13]
-  local state = delay > 0 and 'PENDING' or 'QUEUED'
+  local state = delay ~= '0' and 'PENDING' or 'QUEUED'
   -- Strings, not numbers, for redis.call: Redis formats each number argument with %.17g,
   -- whose slow path a millisecond time takes (see lib.lua's NOW_S).
-  local run_after = delay > 0 and string.format('%d', NOW + delay) or NOW_S
-  -- Fields left at their default (no expiry, timeout, key or history yet) are not written:
-  -- every reader takes a missing field as its default.
+  local run_after = NOW_S
   local fields = {'name', name, 'queue', qname(qi), 'priority', ARGV[b + 3], 'band', ARGV[b + 4],
     'attempt', '0', 'max_attempts', ARGV[b + 5], 'created_at', NOW_S, 'retry', ARGV[b + 9],
-    'history_n', '0', 'run_after', run_after, 'state', state, 'updated_at', NOW_S}
+    'state', state}
   local k = #fields
   if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
   if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
   if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
   if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
-  if state == 'QUEUED' then fields[k + 1], fields[k + 2] = 'enqueued_at', NOW_S end
-  shapes[si] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state, idem = idem,
-    fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
+  if state == 'QUEUED' then
+    fields[k + 1], fields[k + 2] = 'enqueued_at', NOW_S
+  else
+    run_after = string.format('%d', tonumber(NOW_S) + tonumber(delay))
+    fields[k + 1], fields[k + 2] = 'run_after', run_after
+  end
+  shapes[tostring(si)] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state,
+    idem = idem, fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
     -- the TASK_SUBMITTED event's text after the task id
     tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' ..
       NOW_S .. ',"name":' .. cjson.encode(name) .. '}'}
@@ -82,7 +99,7 @@ end
 
 -- Accept one task, or return why not (the reply's three fields).
 local function accept(ti, b)
-  local shape, id, payload = shapes[tonumber(ARGV[b + 1])], ARGV[b + 2], ARGV[b + 3]
+  local shape, id, payload = shapes[ARGV[b + 1]], ARGV[b + 2], ARGV[b + 3]
   local qi, idem = shape.qi, shape.idem
   local tk, ik = records[ti], tkey(ti, T_IDEM)
 
@@ -91,7 +108,7 @@ local function accept(ti, b)
   -- task that already started: answer as the first call did instead.
   if resent then
     local prior = redis.call('HMGET', tk, 'state', 'created_at')
-    if prior[1] then return 'ok', id, prior[1], tonumber(prior[2]) or 0 end
+    if prior[1] then return 'ok', id, prior[1], prior[2] or '0' end
   end
 
   if idem ~= '' then
@@ -114,7 +131,6 @@ local function accept(ti, b)
 
   local c = counted[qi]
   if not c then
-    redis.call('SADD', KEYS[K_QUEUES], qname(qi))
     c = {0, 0}
     counted[qi] = c
     counted_qis[#counted_qis + 1] = qi
@@ -128,7 +144,7 @@ local function accept(ti, b)
   else
     c[2] = c[2] + 1
     add_index(qkey(qi, IX_QUEUED), NOW_S, id)
-    delivery = add_entry(id, qi, shape.band, 1, idem)
+    delivery = add_entry(id, qi, shape.band, '1', idem)
   end
   redis.call('HSET', tk, 'id', id, 'payload', payload, 'delivery', delivery, unpack(shape.fields))
   submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. shape.tail
@@ -137,7 +153,7 @@ local function accept(ti, b)
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
     redis.call('HSET', ik, 'task', id, 'fp', shape.fingerprint, 'state', 'processing')
   end
-  return 'ok', id, state, NOW
+  return 'ok', id, state, NOW_S
 end
 
 for ti = 1, NT do
@@ -157,17 +173,17 @@ elseif #submitted > 1 then
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e',
     '[' .. table.concat(submitted, ',') .. ']')
 end
--- The counters move() would count: active, submitted, queued (QUEUED only), in the queue's
--- stats and the per-minute throughput bucket ((re)armed for two hours when a field is new).
 for _, qi in ipairs(counted_qis) do
   local c, stats, q = counted[qi], qkey(qi, Q_STATS), qname(qi)
+  local fresh, registered = false, false
   redis.call('HINCRBY', stats, 'active', c[1])
-  redis.call('HINCRBY', stats, 'submitted', c[1])
-  local fresh = redis.call('HINCRBY', KEYS[K_TP], q .. ':submitted', c[1]) == c[1]
-  if c[2] > 0 then
-    redis.call('HINCRBY', stats, 'queued', c[2])
-    fresh = redis.call('HINCRBY', KEYS[K_TP], q .. ':queued', c[2]) == c[2] or fresh
+  for field, n in pairs({submitted_queued = c[2], submitted = c[1] - c[2]}) do
+    if n > 0 then
+      registered = redis.call('HINCRBY', stats, field, n) == n or registered
+      fresh = redis.call('HINCRBY', KEYS[K_TP], q .. ':' .. field, n) == n or fresh
+    end
   end
+  if registered then redis.call('SADD', KEYS[K_QUEUES], q) end
   if fresh then redis.call('EXPIRE', KEYS[K_TP], 7200) end
 end
 return out

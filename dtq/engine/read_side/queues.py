@@ -12,6 +12,7 @@ from dtq.engine import protocol, shards
 from dtq.engine.keys import BANDS, GROUP, Keys, check_queue_name
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.limits import Rate
+from dtq.engine.protocol import SUBMITTED_QUEUED
 from dtq.engine.read_side.budget import current, execute
 from dtq.engine.read_side.shard_pipe import ShardPipeline
 from dtq.engine.read_side.tasks import _json_or_raw
@@ -171,7 +172,8 @@ def _parse_queue(queue: str, replies: list[Any], paused: bool, now_ms: int) -> Q
     states = {str(s): int(n) for s, n in zip(STATE_ORDER, counts, strict=True)}
     dlq, stats, oldest = replies[2 * nb + ns : 2 * nb + ns + 3]
     # Only declared counters: the stats hash also holds histograms (h_*) and pause_token.
-    counters = dict.fromkeys(COUNTERS, 0) | {k: int(v) for k, v in stats.items() if k in COUNTERS}
+    counted = {k: int(v) for k, v in stats.items() if k in COUNTERS or k == SUBMITTED_QUEUED}
+    counters = dict.fromkeys(COUNTERS, 0) | protocol.fold_counters(counted)
     return {
         "name": queue,
         "paused": paused,
@@ -525,8 +527,13 @@ def throughput(
         for bucket in buckets:
             for name, value in bucket.items():
                 owner, _, counter = name.rpartition(":")  # queue names never contain ':'
-                if (queue is None or owner == queue) and counter in THROUGHPUT_COUNTERS:
+                if queue is not None and owner != queue:
+                    continue
+                if counter in THROUGHPUT_COUNTERS:
                     row[counter] += int(value)
+                elif counter == SUBMITTED_QUEUED:  # protocol.fold_counters
+                    row["submitted"] += int(value)
+                    row["queued"] += int(value)
         rows.append(row)
     return rows
 

@@ -37,6 +37,11 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
     for name in MS_FIELDS:
         value = raw.get(name)
         record[name] = int(value) / 1000 if value and value != "0" else None
+    # Fields submit leaves out at their default (a record not changed since its submit).
+    for name in ("updated_at", "run_after"):
+        if record[name] is None:
+            record[name] = record["created_at"]
+    record.setdefault("history_n", 0)
     for name in JSON_FIELDS:
         record[name] = _json_or_raw(raw.get(name))
     record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from dtq.engine.protocol import SUBMITTED_QUEUED
 from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, Histogram, Minutes, read_minutes
 
 
@@ -52,6 +53,11 @@ def throughput_per_queue(
         for bucket in buckets:  # one per shard: the counts add up
             for name, value in bucket.items():
                 owner, _, counter = name.rpartition(":")
-                if owner in wanted and counter in THROUGHPUT_COUNTERS:
+                if owner not in wanted:
+                    continue
+                if counter in THROUGHPUT_COUNTERS:
                     rows[owner][-1][counter] += int(value)
+                elif counter == SUBMITTED_QUEUED:  # protocol.fold_counters
+                    rows[owner][-1]["submitted"] += int(value)
+                    rows[owner][-1]["queued"] += int(value)
     return rows

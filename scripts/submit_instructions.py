@@ -1,0 +1,114 @@
+"""Count the CPU instructions Redis spends per submitted task, one per call and in bulk (callgrind).
+
+Deterministic where CPU time is not (see script_instructions.py, its twin for the worker's
+scripts). Starts a private redis-server under valgrind's callgrind on a free 127.0.0.1 port
+(never 6379), submits a warm-up round, then N no-op tasks (the demo's `add`) one per
+`enqueue()` call and N through `enqueue_many()` (--bulk a call), and prints thousands of
+instructions (Ir) per task for each phase: everything the server did for them (the FCALL,
+parsing its arguments, the commands). --annotate prints the functions that cost the most in
+the one-per-call phase. Slow (~30 s); run it on two commits to compare.
+
+    .venv/bin/python scripts/submit_instructions.py [-n 300] [--bulk 500] [--annotate]
+"""
+
+from __future__ import annotations
+
+import argparse
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scripts"))
+
+import redis  # noqa: E402
+from redis_cost import free_port, setup_in_process, wait_until_up  # noqa: E402
+from script_instructions import totals  # noqa: E402
+
+PHASES = ("one", "bulk", "delayed")
+
+
+def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
+    """Start redis-server under callgrind (cron at 1 Hz) and wait for PING.
+
+    serverCron runs `hz` times a second whatever the load: under valgrind on a busy machine
+    the calls take longer, so at the default 10 Hz its work would add 10-15 kIr per call.
+    """
+    port = free_port()
+    proc = subprocess.Popen(
+        [
+            "valgrind",
+            "--tool=callgrind",
+            f"--callgrind-out-file={work}/cg.out",
+            "/usr/bin/redis-server",
+            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
+            *("--hz", "1", "--dir", work),
+        ],
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    wait_until_up(proc, redis.Redis(port=port), seconds=60, what="redis-server under valgrind")
+    return proc, port
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("-n", type=int, default=300, help="tasks per phase")
+    parser.add_argument("--bulk", type=int, default=500, help="tasks per enqueue_many call")
+    parser.add_argument("--annotate", action="store_true", help="top functions of 'one'")
+    opts = parser.parse_args()
+    work = tempfile.mkdtemp(prefix="dtq-submit-ir-")
+    proc, port = start(work)
+    try:
+        setup_in_process(port, "dtqir", work)
+        from datetime import timedelta
+
+        from dtq_project.demo.tasks import add
+
+        def dump(label: str) -> None:
+            subprocess.run(
+                ["callgrind_control", "-d", label, str(proc.pid)], capture_output=True, check=True
+            )
+
+        def bulk(n: int) -> None:
+            for start_at in range(0, n, opts.bulk):
+                calls = [((i, 1), {}) for i in range(start_at, min(n, start_at + opts.bulk))]
+                add.enqueue_many(calls)
+
+        later = add.using(run_after=timedelta(hours=1))
+        for i in range(50):  # connections made, the library loaded, the hashes warm
+            add.enqueue(i, 1)
+            later.enqueue(i, 1)
+        bulk(opts.bulk)
+        dump("warm-up")
+        for i in range(opts.n):
+            add.enqueue(i, 1)
+        dump("one")
+        bulk(opts.n)
+        dump("bulk")
+        for i in range(opts.n):
+            later.enqueue(i, 1)
+        dump("delayed")
+        time.sleep(0.5)  # the last dump is written asynchronously
+        measured = totals(work)[-len(PHASES) :]
+        line = "  ".join(
+            f"{p} {v / opts.n / 1000:6.1f}" for p, v in zip(PHASES, measured, strict=True)
+        )
+        print(f"kIr per task: {line}  ({opts.n} tasks, bulk {opts.bulk} a call)")
+        if opts.annotate:
+            files = sorted(Path(work).glob("cg.out.*"), key=lambda p: int(p.name.split(".")[2]))
+            one = files[-len(PHASES)]
+            out = subprocess.run(
+                ["callgrind_annotate", "--inclusive=no", str(one)], capture_output=True, text=True
+            ).stdout
+            print("\n".join(out.splitlines()[:60]))
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+if __name__ == "__main__":
+    main()
