@@ -86,10 +86,13 @@ class Task(DeliveryOptions):
     max_priority: int | None = None
     # The checked options every submission starts from (made again by using()).
     options: TaskOptions = field(init=False, repr=False, compare=False)
+    # Whether the handler is a coroutine function: asked per attempt, so found once.
+    is_async: bool = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         # Raises InvalidOption (an InvalidTaskError) for a bad option.
         object.__setattr__(self, "options", TaskOptions.of(self))
+        object.__setattr__(self, "is_async", inspect.iscoroutinefunction(self.func))
         for queue in self.queues or ():
             check_queue(queue)
         if self.max_priority is not None:
@@ -105,11 +108,6 @@ class Task(DeliveryOptions):
     def limits(self) -> TaskLimits | None:
         """Return the task's flow-control limits (None: it has none)."""
         return self.options.limits()  # checked already when the options were made
-
-    @property
-    def is_async(self) -> bool:
-        """Return True when the handler is a coroutine function."""
-        return inspect.iscoroutinefunction(self.func)
 
     def using(self, **changes: Any) -> Task:
         """Return a copy with other submission defaults (priority, queue_name, run_after...)."""

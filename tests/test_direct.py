@@ -7,6 +7,7 @@ import signal
 import time
 
 import pytest
+from redis.exceptions import ResponseError
 
 import dtq
 from dtq.engine import ops
@@ -83,6 +84,24 @@ def test_async_caller_reloads_resends_and_owns_one_connection(dtq_env):
         return replies
 
     assert asyncio.run(run()) == [["a", "1"], ["b", "2"], ["c", "3"]]
+
+
+def test_async_caller_raises_an_error_reply_and_keeps_the_connection(dtq_env):
+    key = f"{dtq_env.prefix}:direct"
+
+    async def run() -> list:
+        client = new_async_client()
+        caller = AsyncCaller(client)
+        conn = await caller.connection()
+        with pytest.raises(ResponseError, match="refused here"):
+            await caller.script(raw_script("return redis.error_reply('refused here')"), [key], [])
+        reply = await caller.script(raw_script(SCRIPT), [key], ["a"])
+        assert await caller.connection() is conn and conn.is_connected
+        await caller.aclose()
+        await client.aclose()
+        return reply
+
+    assert asyncio.run(run()) == ["a", "1"]
 
 
 def test_idle_worker_runs_a_new_task_and_stops_at_once(dtq_env):

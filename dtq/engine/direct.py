@@ -239,6 +239,31 @@ def _read_replies(conn: Any, batch: list[int], replies: list[Any], unran: list[i
                 replies[i] = exc
 
 
+async def _round_trip(conn: Any, packed: bytes) -> Any:
+    """Send one packed command on an asyncio connection and read its reply, in one timeout.
+
+    What redis-py's send_packed_command and read_response do for one call (the same writer,
+    hiredis parser and socket timeout), without their per-call wrappers: a timer each and
+    health and maintenance checks cost the worker as much as the write and the parse.
+    Errors come out as theirs do: a timeout or a socket error as a drop (DROPPED), an error
+    reply raised.
+    """
+    if not conn.is_connected:
+        await conn.connect()
+    try:
+        async with asyncio.timeout(conn.socket_timeout):
+            conn._writer.write(packed)
+            await conn._writer.drain()
+            reply = await conn._parser.read_response()
+    except TimeoutError:  # before OSError, its base class
+        raise RedisTimeoutError("Timeout talking to Redis") from None
+    except OSError as exc:
+        raise RedisConnectionError(f"Error talking to Redis: {exc}") from exc
+    if isinstance(reply, ResponseError):
+        raise reply
+    return reply
+
+
 class AsyncCaller:
     """One connection of an asyncio client, owned by one loop of the worker at a time."""
 
@@ -260,9 +285,7 @@ class AsyncCaller:
             way = None
             try:
                 way = await self._way(conn)
-                packed = [pack_call(way, script, keys, args)]
-                await conn.send_packed_command(packed, check_health=False)
-                return await conn.read_response()
+                return await _round_trip(conn, pack_call(way, script, keys, args))
             except DROPPED as exc:
                 await self._drop(conn)
                 await asyncio.sleep(resend_after_drop(resend, exc))

@@ -5,10 +5,12 @@ from __future__ import annotations
 import asyncio
 import logging
 import math
+import queue
 import threading
 import time
 import traceback
-from concurrent.futures import Executor
+from collections.abc import Callable
+from concurrent.futures import Executor, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from functools import partial
 from typing import Any
@@ -357,3 +359,66 @@ def run_sync_attempt(att: Attempt, worker_id: str, context: Any, run: Any = None
     except BaseException as exc:  # on a pool thread, every BaseException is the handler's
         return tracing.finish(att, classify(att, worker_id, task, exc))
     return tracing.finish(att, success(att, worker_id, value))
+
+
+class HandlerPool(ThreadPoolExecutor):
+    """The worker's pool; plain sync attempts run on its own threads without a Future each.
+
+    Per call, a ThreadPoolExecutor makes a Future (a lock and a condition), a work item and a
+    done callback, and takes a semaphore: on the worker's hot path that cost more CPU than a
+    no-op handler. run_plain is a queue put and a call; submit (hooks, timeouts) is as ever.
+    """
+
+    def __init__(self, max_workers: int, thread_name_prefix: str = "dtq-task") -> None:
+        super().__init__(max_workers=max_workers, thread_name_prefix=thread_name_prefix)
+        self._size = max_workers
+        self._plain: queue.SimpleQueue[tuple[Any, tuple[Any, ...], Any] | None] = (
+            queue.SimpleQueue()
+        )
+        self._plain_threads: list[threading.Thread] = []
+        self._prefix = thread_name_prefix
+
+    def run_plain(
+        self,
+        fn: Callable[..., Any],
+        args: tuple[Any, ...],
+        done: Callable[[Any, BaseException | None], None],
+    ) -> None:
+        """Run fn(*args) on a pool thread, then done(result, None) or done(None, exc) there."""
+        if not self._plain_threads:  # all at once: the worker keeps them busy
+            for i in range(self._size):
+                # Not daemons, as a ThreadPoolExecutor's: the exit waits for what a handler
+                # started (a progress Timer inherits daemon-ness); shutdown() ends them.
+                name = f"{self._prefix}-p{i}"
+                thread = threading.Thread(target=self._serve, name=name, daemon=False)
+                thread.start()
+                self._plain_threads.append(thread)
+        self._plain.put((fn, args, done))
+
+    def _serve(self) -> None:
+        while (item := self._plain.get()) is not None:
+            fn, args, done = item
+            try:
+                result, error = fn(*args), None
+            except BaseException as exc:
+                result, error = None, exc
+            try:
+                done(result, error)
+            except BaseException:  # as a Future's callback: logged, and the thread serves on
+                log.exception("a handler's outcome could not be handed to the worker")
+            del item, fn, args, done, result, error  # hold nothing of it while idle
+
+    def shutdown(self, wait: bool = True, *, cancel_futures: bool = False) -> None:
+        """Stop both kinds of threads; cancel_futures also drops plain calls not started."""
+        if cancel_futures:
+            while True:
+                try:
+                    self._plain.get_nowait()
+                except queue.Empty:
+                    break
+        for _ in self._plain_threads:
+            self._plain.put(None)
+        super().shutdown(wait=wait, cancel_futures=cancel_futures)
+        if wait:
+            for thread in self._plain_threads:
+                thread.join()

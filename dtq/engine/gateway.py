@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import dataclasses
 import functools
+import inspect
 import secrets
 import time
 from collections.abc import Callable, Iterable, Sequence
@@ -36,6 +37,12 @@ class Reply[T]:
     fields: tuple[tuple[str, Callable[[Any], Any]], ...]
     make: Callable[..., T]
 
+    def __post_init__(self) -> None:
+        # Items are made positionally (a dict of keywords per item cost the worker's claim).
+        leading = tuple(inspect.signature(self.make).parameters)[: len(self.fields)]
+        if leading != self.names:
+            raise TypeError(f"reply {self.name}: {self.names} must lead {self.make}'s parameters")
+
     @classmethod
     def of(cls, name: str, kind: Any, metadata: str) -> Reply[Any]:
         """Declare the reply from the fields of dataclass `kind` that carry `metadata`."""
@@ -50,16 +57,14 @@ class Reply[T]:
     def names(self) -> tuple[str, ...]:
         return tuple(name for name, _ in self.fields)
 
-    def decode(self, flat: Sequence[Any], **extra: Any) -> list[T]:
+    def decode(self, flat: Sequence[Any]) -> list[T]:
         """Return one item per len(fields) values of flat, each built from its named fields."""
         width = len(self.fields)
         if len(flat) % width:
             raise ValueError(f"{self.name} reply of {len(flat)} values is not {width} per item")
+        make, decoders = self.make, [decode for _, decode in self.fields]
         return [
-            self.make(
-                **{name: decode(flat[i + j]) for j, (name, decode) in enumerate(self.fields)},
-                **extra,
-            )
+            make(*[decode(v) for decode, v in zip(decoders, flat[i : i + width], strict=True)])
             for i in range(0, len(flat), width)
         ]
 

@@ -8,12 +8,14 @@ import contextlib
 import logging
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
+from functools import partial
 from typing import Any
 
-from dtq.engine import failpoints
+from dtq.engine import failpoints, registry
 from dtq.engine.errors import PermanentError
 from dtq.engine.executor import (
     Attempt,
+    HandlerPool,
     Outcome,
     execute,
     failure,
@@ -70,7 +72,13 @@ class Runner:
         if is_plain_sync(att):
             # Fast path: no asyncio task or future per attempt; outcomes come back in batches.
             loop = asyncio.get_running_loop()
-            future = self._pool.submit(run_sync_attempt, att, self._worker_id, self._context(att))
+            # A context only for a handler that takes one (it is the only reader there).
+            context = self._context(att) if _takes_context(att) else None
+            args = (att, self._worker_id, context)
+            if isinstance(self._pool, HandlerPool):  # not even a concurrent Future
+                self._pool.run_plain(run_sync_attempt, args, partial(self._handed, loop, att))
+                return
+            future = self._pool.submit(run_sync_attempt, *args)
             future.add_done_callback(lambda f: self._from_thread(loop, att, f))
         else:
             att.handle = asyncio.create_task(self._run(att))
@@ -108,8 +116,17 @@ class Runner:
         if future.cancelled():
             return  # hard stop: the attempt stays RUNNING until its lease runs out
         exc = future.exception()
-        outcome = future.result() if exc is None else self._broken(att, exc)
-        self._inbox.append((att, outcome))
+        self._handed(loop, att, future.result() if exc is None else None, exc)
+
+    def _handed(
+        self,
+        loop: asyncio.AbstractEventLoop,
+        att: Attempt,
+        outcome: Any,
+        exc: BaseException | None,
+    ) -> None:
+        """Hand a pool thread's outcome (or its error) to the loop, waking it once per batch."""
+        self._inbox.append((att, outcome if exc is None else self._broken(att, exc)))
         if not self._inbox_wakeup:
             self._inbox_wakeup = True
             _call_on_loop(loop, self._drain_inbox)
@@ -172,3 +189,7 @@ def _call_on_loop(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) ->
     # Its attempt was counted in "left for the reaper"; the process ends without it.
     with contextlib.suppress(RuntimeError):
         loop.call_soon_threadsafe(callback, *args)
+
+
+def _takes_context(att: Attempt) -> bool:
+    return bool(getattr(registry.get(att.name), "takes_context", False))

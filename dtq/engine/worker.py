@@ -12,14 +12,14 @@ import socket
 import threading
 import time
 from collections.abc import Awaitable
-from concurrent.futures import Executor, ThreadPoolExecutor
+from concurrent.futures import Executor
 from typing import Any, TypeVar
 
 from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, failpoints, gateway, ids, shards
-from dtq.engine.executor import Attempt, Outcome
+from dtq.engine.executor import Attempt, HandlerPool, Outcome
 from dtq.engine.finalizer import MAX_BACKOFF, Finalizer
 from dtq.engine.heartbeat import Heartbeat
 from dtq.engine.reader import Reader
@@ -64,7 +64,7 @@ class Worker:
         # One client per shard (on a cluster each reaches its shard's primary); each connects
         # on first use, on the loop that runs.
         self._clients = {shard: shards.new_async_client(shard) for shard in shards.numbers()}
-        pool = pool or ThreadPoolExecutor(max_workers=concurrency, thread_name_prefix="dtq-task")
+        pool = pool or HandlerPool(max_workers=concurrency, thread_name_prefix="dtq-task")
         self.readers = [
             Reader(client, shards.keys(shard), self.queues, self.worker_id)
             for shard, client in self._clients.items()

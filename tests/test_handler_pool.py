@@ -1,0 +1,60 @@
+"""The worker's HandlerPool: plain calls on its own threads, submit as a ThreadPoolExecutor."""
+
+from __future__ import annotations
+
+import threading
+
+from dtq.engine.executor import HandlerPool
+
+
+def test_plain_calls_report_results_and_errors_on_pool_threads() -> None:
+    pool = HandlerPool(max_workers=2)
+    got: list[tuple[object, object, str]] = []
+    done = threading.Semaphore(0)
+
+    def report(result: object, exc: BaseException | None) -> None:
+        got.append((result, type(exc).__name__ if exc else None, threading.current_thread().name))
+        done.release()
+
+    pool.run_plain(lambda a, b: a + b, (1, 2), report)
+    pool.run_plain(lambda: 1 / 0, (), report)
+    for _ in range(2):
+        assert done.acquire(timeout=5)
+    assert {g[:2] for g in got} == {(None, "ZeroDivisionError"), (3, None)}
+    assert all(name.startswith("dtq-task") for _, _, name in got)
+    assert pool.submit(lambda: 4).result(timeout=5) == 4  # hooks and timeouts: as ever
+    pool.shutdown(wait=True)
+    assert not any(t.name.startswith("dtq-task-p") for t in threading.enumerate())
+
+
+def test_a_failing_report_is_logged_and_the_thread_serves_on(caplog) -> None:
+    pool = HandlerPool(max_workers=1)
+    done = threading.Event()
+
+    def bad(result: object, exc: BaseException | None) -> None:
+        raise RuntimeError("report failed")
+
+    pool.run_plain(lambda: None, (), bad)
+    pool.run_plain(lambda: None, (), lambda result, exc: done.set())
+    assert done.wait(timeout=5)
+    assert "could not be handed" in caplog.text
+    pool.shutdown(wait=True)
+
+
+def test_a_hard_stop_drops_plain_calls_not_started() -> None:
+    pool = HandlerPool(max_workers=1)
+    started, release, ran = threading.Event(), threading.Event(), []
+
+    def first() -> None:
+        started.set()
+        release.wait(5)
+
+    pool.run_plain(first, (), lambda result, exc: ran.append("first"))
+    assert started.wait(timeout=5)
+    pool.run_plain(lambda: None, (), lambda result, exc: ran.append("second"))
+    pool.shutdown(wait=False, cancel_futures=True)
+    release.set()
+    for thread in list(threading.enumerate()):
+        if thread.name.startswith("dtq-task-p"):
+            thread.join(timeout=5)
+    assert ran == ["first"]
