@@ -24,34 +24,10 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "scripts"))
 
-import redis  # noqa: E402
-from redis_cost import free_port, setup_in_process, wait_until_up  # noqa: E402
-from script_instructions import totals  # noqa: E402
+from redis_cost import setup_in_process  # noqa: E402
+from script_instructions import start, totals  # noqa: E402
 
 PHASES = ("one", "bulk", "delayed")
-
-
-def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
-    """Start redis-server under callgrind (cron at 1 Hz) and wait for PING.
-
-    serverCron runs `hz` times a second whatever the load: under valgrind on a busy machine
-    the calls take longer, so at the default 10 Hz its work would add 10-15 kIr per call.
-    """
-    port = free_port()
-    proc = subprocess.Popen(
-        [
-            "valgrind",
-            "--tool=callgrind",
-            f"--callgrind-out-file={work}/cg.out",
-            "/usr/bin/redis-server",
-            *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
-            *("--hz", "1", "--dir", work),
-        ],
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    wait_until_up(proc, redis.Redis(port=port), seconds=60, what="redis-server under valgrind")
-    return proc, port
 
 
 def main() -> None:
