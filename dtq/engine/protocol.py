@@ -61,12 +61,17 @@ COUNTERS = (
 SUBMITTED_QUEUED = "submitted_queued"
 
 
+def counted_as(field: str) -> tuple[str, ...]:
+    """Return the counters a stored counter field adds to (SUBMITTED_QUEUED: two)."""
+    return ("submitted", "queued") if field == SUBMITTED_QUEUED else (field,)
+
+
 def fold_counters(counters: dict[str, int]) -> dict[str, int]:
     """Fold SUBMITTED_QUEUED into 'submitted' and 'queued' of counters (in place); return it."""
     both = counters.pop(SUBMITTED_QUEUED, 0)
     if both:
-        counters["submitted"] = counters.get("submitted", 0) + both
-        counters["queued"] = counters.get("queued", 0) + both
+        for name in counted_as(SUBMITTED_QUEUED):
+            counters[name] = counters.get(name, 0) + both
     return counters
 
 

@@ -528,11 +528,9 @@ def throughput(
                 owner, _, counter = name.rpartition(":")  # queue names never contain ':'
                 if queue is not None and owner != queue:
                     continue
-                if counter in THROUGHPUT_COUNTERS:
-                    row[counter] += int(value)
-                elif counter == SUBMITTED_QUEUED:  # protocol.fold_counters
-                    row["submitted"] += int(value)
-                    row["queued"] += int(value)
+                for name in protocol.counted_as(counter):
+                    if name in THROUGHPUT_COUNTERS:
+                        row[name] += int(value)
         rows.append(row)
     return rows
 

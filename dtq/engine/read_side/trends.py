@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
-from dtq.engine.protocol import SUBMITTED_QUEUED
+from dtq.engine.protocol import counted_as
 from dtq.engine.read_side.queues import THROUGHPUT_COUNTERS, Histogram, Minutes, read_minutes
 
 
@@ -55,9 +55,7 @@ def throughput_per_queue(
                 owner, _, counter = name.rpartition(":")
                 if owner not in wanted:
                     continue
-                if counter in THROUGHPUT_COUNTERS:
-                    rows[owner][-1][counter] += int(value)
-                elif counter == SUBMITTED_QUEUED:  # protocol.fold_counters
-                    rows[owner][-1]["submitted"] += int(value)
-                    rows[owner][-1]["queued"] += int(value)
+                for name in counted_as(counter):
+                    if name in THROUGHPUT_COUNTERS:
+                        rows[owner][-1][name] += int(value)
     return rows
