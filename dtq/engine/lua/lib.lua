@@ -468,7 +468,8 @@ local function admit(tk, id, qi, f)
         redis.call('ZADD', qkey(qi, Q_WAIT), 0, member)
         hand_back(c.g)
         local reason = 'waiting: concurrency ' .. used .. '/' .. c.max .. ' on ' .. c.label
-        redis.call('HSET', tk, unpack(wait_note(reason, 'QUEUED', {'lw', member, 'lp', ''})))
+        local more = {'lw', member, 'lp', '', 'opt', '1'}  -- opt: claim_entry reads lw
+        redis.call('HSET', tk, unpack(wait_note(reason, 'QUEUED', more)))
         return 'waiting'
       end
     end
@@ -789,33 +790,48 @@ local function claim_is_paused(qi)
   end
   return claim_paused[qi]
 end
-local function claim_hand_out(id, eid, qi, band, r, attempt)
-  -- Fields submit leaves out when at their default are nil here: reply_claimed sends ''.
-  reply_claimed(CLAIMED, id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10] or '{}', r[11])
-end
 -- Whether flow control holds this task back (admit), with the limit fields only a limited
 -- task has read here.
-local function claim_limited(tk, id, qi, r, band)
+local function claim_limited(tk, id, qi, band, name, lim, lw, idem)
   local f = redis.call('HMGET', tk, 'lp', 'lws')
-  return admit(tk, id, qi, {name = r[5], lim = r[16], lw = r[17], lp = f[1], lws = f[2],
-    band = band, idem = r[11]})
+  return admit(tk, id, qi, {name = name, lim = lim, lw = lw, lp = f[1], lws = f[2],
+    band = band, idem = idem})
+end
+-- A record's attempt digits -> the next attempt's (no tonumber or string.format per claim,
+-- ~3.5 kIr; a library keeps the table from call to call).
+local NEXT_ATTEMPT = {['0'] = '1', ['1'] = '2', ['2'] = '3'}
+local function attempt_after(a)
+  local n = NEXT_ATTEMPT[a]
+  if not n then
+    n = string.format('%d', (tonumber(a) or 0) + 1)
+    NEXT_ATTEMPT[a] = n
+  end
+  return n
 end
 -- guarded (take.lua, whose task keys are not declared): the record's first read is a pcall,
 -- and false is returned, with nothing written, when it fails (on a Redis Cluster, a key the
 -- slot's live migration has moved already); the entry is then left to claim.lua.
 local function claim_entry(qi, band, eid, tk, ik, guarded)
-  -- What the hot path needs, and no more: each field is a scan of the record (a missing one
-  -- scans it whole), so the fields only a rare branch uses are read there.
+  -- What the hot path needs, and no more: each field read costs ~2.4 kIr (its reply to Lua)
+  -- and a scan of the record (one it lacks scans it all). So the task id comes from the key
+  -- (tk ends with it), and the optional fields are read only when the record's 'opt' is not
+  -- '' (submit writes it, '1' with any of them; cancel.lua and admit set it with theirs; a
+  -- record without it, written before it existed or rebuilt by replay.lua, is read whole).
   local call = guarded and redis.pcall or redis.call
-  local r = call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
-    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'enqueued_at', 'band',
-    'queue', 'lim', 'lw')
+  local r = call('HMGET', tk, 'state', 'delivery', 'attempt', 'band', 'queue', 'name',
+    'payload', 'max_attempts', 'retry', 'enqueued_at', 'opt')
   if r.err then return false end
-  local id, state, lim, lw = r[1], r[2], r[16], r[17]
+  local state, delivery, attempt, name = r[1], r[2], r[3], r[6]
+  local id = state and string.sub(tk, -22)  -- ids.py: 22 characters, at the key's end
+  local expires_at, timeout, idem, cancel, lim, lw = nil, nil, '', nil, nil, nil
+  if r[11] ~= '' then
+    local o = redis.call('HMGET', tk, 'expires_at', 'timeout', 'idem', 'cancel', 'lim', 'lw')
+    expires_at, timeout, idem, cancel, lim, lw = o[1], o[2], o[3] or '', o[4], o[5], o[6]
+  end
   -- Entry ids are unique per stream only: the delivery is this entry of this stream.
-  local here = r[14] == band and r[15] == qname(qi)
-  local current = r[3] == eid and here
-  if not current and here and state == 'QUEUED' and r[3] == '' and woken(qi, lw) then
+  local here = r[4] == band and r[5] == qname(qi)
+  local current = delivery == eid and here
+  if not current and here and state == 'QUEUED' and delivery == '' and woken(qi, lw) then
     redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
     current = true
   end
@@ -825,49 +841,54 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
     redis.call('HSET', tk, 'lease', claim_lease_at)
     zset(KEYS[K_RUNNING], id, claim_lease_at)
-    claim_hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
-  elseif not id or state ~= 'QUEUED' or not current then
+    -- The record's attempt digits, as the first claim sent them.
+    reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
+      r[9] or '{}', idem)
+  elseif state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
-    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
+    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', attempt, {entry = eid})
   elseif claim_is_paused(qi) then
     -- A blocking read that began before the queue was paused: give the entry back.
     ack(qi, band, eid)
-    deliver(tk, id, qi, band, tonumber(r[7]) + 1)
-  elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
+    deliver(tk, id, qi, band, tonumber(attempt) + 1)
+  elseif tonumber(expires_at or 0) > 0 and NOW >= tonumber(expires_at) then
     ack(qi, band, eid)
-    release(tk, id, qi, r[5], lim, nil, lw)  -- a slot handed to it while it waited
+    release(tk, id, qi, name, lim, nil, lw)  -- a slot handed to it while it waited
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
-    emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
-    settle_idempotency(tk, ik, 'failed', r[11])
-  elseif r[12] == '1' then
+    emit('TASK_EXPIRED', id, qi, 'EXPIRED', attempt)
+    settle_idempotency(tk, ik, 'failed', idem)
+  elseif cancel == '1' then
     -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
     -- honour the request instead of starting the task again.
     ack(qi, band, eid)
-    release(tk, id, qi, r[5], lim, nil, lw)
+    release(tk, id, qi, name, lim, nil, lw)
     move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
-    emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
-    settle_idempotency(tk, ik, 'failed', r[11])
-  elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and claim_limited(tk, id, qi, r, band) then
+    emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+    settle_idempotency(tk, ik, 'failed', idem)
+  elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and
+      claim_limited(tk, id, qi, band, name, lim, lw, idem) then
     ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else
-    local attempt = string.format('%d', tonumber(r[7]) + 1)
+    local started = attempt_after(attempt)
     zset(KEYS[K_RUNNING], id, claim_lease_at)
-    observe(qi, 'wait', NOW - tonumber(r[13] or NOW))
+    observe(qi, 'wait', NOW - tonumber(r[10] or NOW))
     -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
-    -- generic tables.
+    -- generic tables, and no updated_at: while it runs, that is started_at (decode_record).
+    -- Fields new to the record go in the order later reads want them (started_at first).
     if claim_token then
-      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
-        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S, 'take', claim_token)
+      redis.call('HSET', tk, 'state', 'RUNNING', 'attempt', started, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'worker', claim_worker, 'take', claim_token)
     else
-      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
-        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
+      redis.call('HSET', tk, 'state', 'RUNNING', 'attempt', started, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'worker', claim_worker)
     end
     zset(qkey(qi, IX.QUEUED), id, false)
     zset(qkey(qi, IX.RUNNING), id, NOW_S)
     count(qi, COUNTER.RUNNING)
-    emit('TASK_STARTED', id, qi, 'RUNNING', attempt, claim_started_by)
-    claim_hand_out(id, eid, qi, band, r, attempt)
+    emit('TASK_STARTED', id, qi, 'RUNNING', started, claim_started_by)
+    reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], started, r[8], timeout,
+      r[9] or '{}', idem)
   end
   return true
 end

@@ -48,10 +48,12 @@ if ARGV[10] ~= '0' and active > tonumber(ARGV[10]) then
 end
 
 local q, delay, now, state, counted = ARGV[4], ARGV[9], nil, 'QUEUED', 'submitted_queued'
--- The record; its 6th value (delivery), the 20th and 26th (times) are set below.
-local f = {'id', id, 'payload', ARGV[2], 'delivery', '', 'name', ARGV[3], 'queue', q,
-  'priority', ARGV[5], 'band', ARGV[6], 'attempt', '0', 'max_attempts', ARGV[7],
-  'created_at', '', 'retry', ARGV[8], 'state', state, 'enqueued_at', ''}
+-- The record, in submit.lua's order (see there): its 2nd value (state), 4th (delivery), the
+-- 20th and 28th (times) are set below.
+local f = {'state', state, 'delivery', '', 'attempt', '0', 'band', ARGV[6], 'queue', q,
+  'name', ARGV[3], 'payload', ARGV[2], 'max_attempts', ARGV[7], 'retry', ARGV[8],
+  'enqueued_at', '', 'opt', (#ARGV > 13 or idem ~= '') and '1' or '', 'id', id,
+  'priority', ARGV[5], 'created_at', ''}
 if delay == '0' then
   local eid
   if idem ~= '' then
@@ -60,18 +62,18 @@ if delay == '0' then
     eid = redis.call('XADD', KEYS[3], '*', 't', id, 'a', '1')
   end
   now = string.sub(eid, 1, string.find(eid, '-', 1, true) - 1)
-  f[6], f[20], f[26] = eid, now, now
+  f[4], f[20], f[28] = eid, now, now
   redis.call('ZADD', KEYS[4], now, id)
 else
   local time = redis.call('TIME')
   now = time[1] .. string.sub('00000' .. time[2], -6, -4)  -- ms digits, no formatting
   local due = string.format('%d', tonumber(now) + tonumber(delay))
   state, counted = 'PENDING', 'submitted'
-  f[20], f[24], f[25], f[26] = now, state, 'run_after', due
+  f[2], f[19], f[20], f[28] = state, 'run_after', due, now
   redis.call('ZADD', KEYS[3], due, id)
   redis.call('ZADD', KEYS[4], now, id)
 end
-local k = 26
+local k = 28
 for i = 14, #ARGV do
   k = k + 1
   f[k] = ARGV[i]

@@ -38,9 +38,15 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
         value = raw.get(name)
         record[name] = int(value) / 1000 if value and value != "0" else None
     # Fields submit leaves out at their default (a record not changed since its submit).
-    for name in ("updated_at", "run_after"):
-        if record[name] is None:
-            record[name] = record["created_at"]
+    if record["run_after"] is None:
+        record["run_after"] = record["created_at"]
+    # The latest change: a claim and a success write no updated_at, their started_at and
+    # finished_at are it (the claim.lua/finalize.lua hot path), and every other transition
+    # writes updated_at at its time, later than any start or end before it.
+    record["updated_at"] = max(
+        (t for t in (record["updated_at"], record["started_at"], record["finished_at"]) if t),
+        default=record["created_at"],
+    )
     record.setdefault("history_n", 0)
     for name in JSON_FIELDS:
         record[name] = _json_or_raw(raw.get(name))
