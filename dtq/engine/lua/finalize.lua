@@ -28,7 +28,7 @@ wf_args(ARG0 + 3 + NT * 8)
 
 for ti = 1, NT do
   local b = ARG0 + 2 + (ti - 1) * 8
-  local qi, band, eid, attempt = tonumber(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
+  local qi, band, eid, attempt = qindex(ARGV[b + 1]), ARGV[b + 2], ARGV[b + 3], ARGV[b + 4]
   local outcome, data, history, delay = ARGV[b + 5], ARGV[b + 6], ARGV[b + 7], ARGV[b + 8]
   local tk, rk, ik = tkey(ti, T_RECORD), tkey(ti, T_RESULT), tkey(ti, T_IDEM)
   -- The fence and what a success needs, and no more: each field read costs ~2.4 kIr (its
