@@ -48,6 +48,7 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
         default=record["created_at"],
     )
     record.setdefault("history_n", 0)
+    record.setdefault("priority", 0)
     for name in JSON_FIELDS:
         record[name] = _json_or_raw(raw.get(name))
     record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None
