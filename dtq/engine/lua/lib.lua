@@ -137,18 +137,19 @@ local function tally(qi, field, n)
   if not c then c = {}; levels[qi] = c end
   c[field] = (c[field] or 0) + (n or 1)
 end
-local function hincrby(key, field, n)
+local function hincrby(key, field, n, digits)  -- digits: n formatted, when the caller has it
   if n == 0 then return end
-  local v = redis.call('HINCRBY', key, field, string.format('%d', n))
+  local v = redis.call('HINCRBY', key, field, digits or string.format('%d', n))
   -- A field just created in the per-minute bucket: (re)arm two hours of history.
-  if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
+  if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, '7200') end
 end
 local function flush_counts()
   for qi, c in pairs(counts) do
     local stats, q = qkey(qi, Q_STATS), qname(qi) .. ':'
     for field, n in pairs(c) do
-      hincrby(stats, field, n)
-      hincrby(KEYS[K_TP], q .. field, n)
+      local digits = string.format('%d', n)  -- once for both keys (~2 kIr)
+      hincrby(stats, field, n, digits)
+      hincrby(KEYS[K_TP], q .. field, n, digits)
     end
   end
   for qi, c in pairs(levels) do
@@ -311,7 +312,7 @@ local function id_below(a, b)
   return ams < bms or (ams == bms and aseq < bseq)
 end
 local function drop_acked(s, ids)
-  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', 1)
+  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', '1')
   if not ok then  -- the stream or its group is gone (Redis lost them): as XDEL alone would
     send_chunked({'XDEL', s}, ids)
     return
