@@ -8,6 +8,7 @@ from typing import Any
 from dtq.engine import codec, ids, shards
 from dtq.engine.keys import Keys
 from dtq.engine.read_side.budget import execute
+from dtq.engine.state import TERMINAL_STATES
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
 MS_FIELDS = (
@@ -30,6 +31,10 @@ def keys_for(task_id: str) -> Keys:
 
 def decode_record(raw: dict[str, str]) -> dict[str, Any]:
     """Convert a raw task hash into typed values (ms -> seconds, JSON fields decoded)."""
+    if raw.get("state") in TERMINAL_STATES and (raw.get("lease") or raw.get("delivery")):
+        # A success leaves the claim's lease and delivery (finalize.lua): an ended task has
+        # neither, as every other way to end writes.
+        raw = {**raw, "lease": "", "delivery": ""}
     record: dict[str, Any] = dict(raw)
     for name in INT_FIELDS:
         if raw.get(name):
