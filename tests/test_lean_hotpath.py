@@ -231,3 +231,15 @@ def test_a_claim_and_a_success_leave_updated_at_to_their_own_times(dtq_env: Env)
     assert done is not None and done["updated_at"] == done["finished_at"]
     raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
     assert not {"updated_at", "history_n"} & set(raw)  # a success adds no history entry
+
+
+def test_a_success_leaves_lease_and_delivery_and_the_read_side_shows_neither(
+    dtq_env: Env,
+) -> None:
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
+    assert raw["delivery"] == claimed["entry"] and raw["lease"]  # not rewritten: ~5 kIr
+    record = get_task(task_id)
+    assert record is not None and (record["delivery"], record["lease"]) == ("", None)
