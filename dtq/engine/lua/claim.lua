@@ -14,7 +14,7 @@
 claim_begin(ARGV[ARG0 + 1], tonumber(ARGV[ARG0 + 2]))
 for ti = 1, NT do
   local base = ARG0 + 2 + (ti - 1) * 3
-  claim_entry(tonumber(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3], tkey(ti, T_RECORD),
+  claim_entry(qindex(ARGV[base + 1]), ARGV[base + 2], ARGV[base + 3], tkey(ti, T_RECORD),
     tkey(ti, T_IDEM))
 end
 return CLAIMED

@@ -60,11 +60,28 @@ end
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
-local function stream_key(qi, band) return qkey(qi, Q_STREAM0 + tonumber(band)) end
+-- band: digits (a record's, ARGV's) or a number; the digits need no tonumber (~1.5 kIr, per
+-- acknowledged task).
+local function stream_key(qi, band)
+  local b = band == '1' and 1 or band == '0' and 0 or band == '2' and 2 or tonumber(band)
+  return qkey(qi, Q_STREAM0 + b)
+end
 local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
 -- A state's index key place in this script's queue blocks; a state the layout leaves out is an
 -- error, never a silently skipped index write.
 local function index_of(state) return IX[state] or error('no ' .. state .. ' index in this layout') end
+
+-- A queue index sent as digits -> its number, with no tonumber (~1.5 kIr) per task once a
+-- call has seen it (a library keeps the table from call to call).
+local QINDEX = {['1'] = 1}
+local function qindex(digits)
+  local qi = QINDEX[digits]
+  if not qi then
+    qi = tonumber(digits)
+    QINDEX[digits] = qi
+  end
+  return qi
+end
 
 -- Lifecycle events are JSON objects built by concatenation (cheaper than cjson.encode of a
 -- table), gathered during the call and written by flush_events (which scripts.py appends to
@@ -120,18 +137,19 @@ local function tally(qi, field, n)
   if not c then c = {}; levels[qi] = c end
   c[field] = (c[field] or 0) + (n or 1)
 end
-local function hincrby(key, field, n)
+local function hincrby(key, field, n, digits)  -- digits: n formatted, when the caller has it
   if n == 0 then return end
-  local v = redis.call('HINCRBY', key, field, string.format('%d', n))
+  local v = redis.call('HINCRBY', key, field, digits or string.format('%d', n))
   -- A field just created in the per-minute bucket: (re)arm two hours of history.
-  if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, 7200) end
+  if key == KEYS[K_TP] and v == n then redis.call('EXPIRE', key, '7200') end
 end
 local function flush_counts()
   for qi, c in pairs(counts) do
     local stats, q = qkey(qi, Q_STATS), qname(qi) .. ':'
     for field, n in pairs(c) do
-      hincrby(stats, field, n)
-      hincrby(KEYS[K_TP], q .. field, n)
+      local digits = string.format('%d', n)  -- once for both keys (~2 kIr)
+      hincrby(stats, field, n, digits)
+      hincrby(KEYS[K_TP], q .. field, n, digits)
     end
   end
   for qi, c in pairs(levels) do
@@ -145,21 +163,25 @@ end
 -- count is the sum of the buckets (the read side adds them; h_<kind>_count, written before,
 -- is no longer read). LATENCY_BUCKETS comes from protocol.py (generated above).
 local NBUCKETS = #LATENCY_BUCKETS
--- kind -> {[i] = bucket field, sum = sum field}: made on first use (a library keeps them from
--- call to call; a library loads without ipairs, so they are not built then).
+-- kind -> {[i] = bucket field, sum = sum field}: each name made on first use, the buckets'
+-- one by one (a library keeps them from call to call; a script makes them again each call,
+-- where all 15 at once cost ~60 kIr a call: a number in a concatenation is sprintf'd).
 local HIST_FIELDS = {wait = false, run = false, limit_wait = false}
-local function hist_fields(kind)
-  local n = {sum = 'h_' .. kind .. '_sum'}
-  for i = 1, NBUCKETS + 1 do n[i] = 'h_' .. kind .. '_' .. i end
-  HIST_FIELDS[kind] = n
-  return n
-end
 local function observe(qi, kind, ms)
   if not ms or ms < 0 then return end
   local i = 1
   while i <= NBUCKETS and ms > LATENCY_BUCKETS[i] do i = i + 1 end
-  local names = HIST_FIELDS[kind] or hist_fields(kind)
-  tally(qi, names[i])
+  local names = HIST_FIELDS[kind]
+  if not names then
+    names = {sum = 'h_' .. kind .. '_sum'}
+    HIST_FIELDS[kind] = names
+  end
+  local field = names[i]
+  if not field then
+    field = 'h_' .. kind .. '_' .. i
+    names[i] = field
+  end
+  tally(qi, field)
   tally(qi, names.sum, ms - ms % 1)
 end
 
@@ -284,27 +306,36 @@ local function id_parts(eid)
   local ms, seq = string.match(eid, '^(%d+)-(%d+)$')
   return tonumber(ms), tonumber(seq)
 end
+-- Whether stream id a is below b. Ids of one length compare as strings: their ms parts have
+-- the same number of digits (13 for every id Redis makes from 2001 to 2286), so their seq
+-- parts do too. No number conversion then (id_parts costs ~6 kIr, this ~0.3, per task).
+local function id_below(a, b)
+  if #a == #b then return a < b end
+  local ams, aseq = id_parts(a)
+  local bms, bseq = id_parts(b)
+  return ams < bms or (ams == bms and aseq < bseq)
+end
 local function drop_acked(s, ids)
-  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', 1)
+  local ok, pending = pcall(redis.call, 'XPENDING', s, GROUP, '-', '+', '1')
   if not ok then  -- the stream or its group is gone (Redis lost them): as XDEL alone would
     send_chunked({'XDEL', s}, ids)
     return
   end
-  local first = pending[1]
-  local fms, fseq = 0, 0
-  if first then fms, fseq = id_parts(first[1]) end
-  local above, below, tms, tseq = {}, false, 0, 0
+  local first = pending[1] and pending[1][1]
+  local above, top = {}, nil  -- top: the newest acknowledged entry below first
   for _, eid in ipairs(ids) do
-    local ms, seq = id_parts(eid)
-    if first and (ms > fms or (ms == fms and seq > fseq)) then
+    if first and id_below(first, eid) then
       above[#above + 1] = eid
-    else
-      below = true
-      if ms > tms or (ms == tms and seq > tseq) then tms, tseq = ms, seq end
+    elseif not top or id_below(top, eid) then
+      top = eid
     end
   end
-  if below then
-    local minid = first and first[1] or string.format('%d-%d', tms, tseq + 1)
+  if top then
+    local minid = first
+    if not minid then
+      local ms, seq = id_parts(top)
+      minid = string.format('%d-%d', ms, seq + 1)
+    end
     redis.call('XTRIM', s, 'MINID', minid)
   end
   if #above > 0 then send_chunked({'XDEL', s}, above) end
@@ -468,7 +499,8 @@ local function admit(tk, id, qi, f)
         redis.call('ZADD', qkey(qi, Q_WAIT), 0, member)
         hand_back(c.g)
         local reason = 'waiting: concurrency ' .. used .. '/' .. c.max .. ' on ' .. c.label
-        redis.call('HSET', tk, unpack(wait_note(reason, 'QUEUED', {'lw', member, 'lp', ''})))
+        local more = {'lw', member, 'lp', '', 'opt', '1'}  -- opt: claim_entry reads lw
+        redis.call('HSET', tk, unpack(wait_note(reason, 'QUEUED', more)))
         return 'waiting'
       end
     end
@@ -780,7 +812,7 @@ local function claim_begin(worker, lease_ms, token)
   BATCH = true  -- sorted-set writes and acknowledgements go out once per key
   claim_worker, claim_token = worker, token
   claim_lease_at = string.format('%d', NOW + lease_ms)  -- formatted once (NOW_S)
-  -- The start event's worker field, encoded once per call (emit takes it as is).
+  -- The start event's worker field, encoded once per call (event() takes it as is).
   claim_started_by = ',"worker":' .. cjson.encode(worker)
 end
 local function claim_is_paused(qi)
@@ -789,33 +821,48 @@ local function claim_is_paused(qi)
   end
   return claim_paused[qi]
 end
-local function claim_hand_out(id, eid, qi, band, r, attempt)
-  -- Fields submit leaves out when at their default are nil here: reply_claimed sends ''.
-  reply_claimed(CLAIMED, id, eid, qi, band, r[5], r[6], attempt, r[8], r[9], r[10] or '{}', r[11])
-end
 -- Whether flow control holds this task back (admit), with the limit fields only a limited
 -- task has read here.
-local function claim_limited(tk, id, qi, r, band)
+local function claim_limited(tk, id, qi, band, name, lim, lw, idem)
   local f = redis.call('HMGET', tk, 'lp', 'lws')
-  return admit(tk, id, qi, {name = r[5], lim = r[16], lw = r[17], lp = f[1], lws = f[2],
-    band = band, idem = r[11]})
+  return admit(tk, id, qi, {name = name, lim = lim, lw = lw, lp = f[1], lws = f[2],
+    band = band, idem = idem})
+end
+-- A record's attempt digits -> the next attempt's (no tonumber or string.format per claim,
+-- ~3.5 kIr; a library keeps the table from call to call).
+local NEXT_ATTEMPT = {['0'] = '1', ['1'] = '2', ['2'] = '3'}
+local function attempt_after(a)
+  local n = NEXT_ATTEMPT[a]
+  if not n then
+    n = string.format('%d', (tonumber(a) or 0) + 1)
+    NEXT_ATTEMPT[a] = n
+  end
+  return n
 end
 -- guarded (take.lua, whose task keys are not declared): the record's first read is a pcall,
 -- and false is returned, with nothing written, when it fails (on a Redis Cluster, a key the
 -- slot's live migration has moved already); the entry is then left to claim.lua.
 local function claim_entry(qi, band, eid, tk, ik, guarded)
-  -- What the hot path needs, and no more: each field is a scan of the record (a missing one
-  -- scans it whole), so the fields only a rare branch uses are read there.
+  -- What the hot path needs, and no more: each field read costs ~2.4 kIr (its reply to Lua)
+  -- and a scan of the record (one it lacks scans it all). So the task id comes from the key
+  -- (tk ends with it), and the optional fields are read only when the record's 'opt' is not
+  -- '' (submit writes it, '1' with any of them; cancel.lua and admit set it with theirs; a
+  -- record without it, written before it existed or rebuilt by replay.lua, is read whole).
   local call = guarded and redis.pcall or redis.call
-  local r = call('HMGET', tk, 'id', 'state', 'delivery', 'expires_at', 'name', 'payload',
-    'attempt', 'max_attempts', 'timeout', 'retry', 'idem', 'cancel', 'enqueued_at', 'band',
-    'queue', 'lim', 'lw')
+  local r = call('HMGET', tk, 'state', 'delivery', 'attempt', 'band', 'queue', 'name',
+    'payload', 'max_attempts', 'retry', 'enqueued_at', 'opt')
   if r.err then return false end
-  local id, state, lim, lw = r[1], r[2], r[16], r[17]
+  local state, delivery, attempt, name = r[1], r[2], r[3], r[6]
+  local id = state and string.sub(tk, -22)  -- ids.py: 22 characters, at the key's end
+  local expires_at, timeout, idem, cancel, lim, lw = nil, nil, '', nil, nil, nil
+  if r[11] ~= '' then
+    local o = redis.call('HMGET', tk, 'expires_at', 'timeout', 'idem', 'cancel', 'lim', 'lw')
+    expires_at, timeout, idem, cancel, lim, lw = o[1], o[2], o[3] or '', o[4], o[5], o[6]
+  end
   -- Entry ids are unique per stream only: the delivery is this entry of this stream.
-  local here = r[14] == band and r[15] == qname(qi)
-  local current = r[3] == eid and here
-  if not current and here and state == 'QUEUED' and r[3] == '' and woken(qi, lw) then
+  local here = r[4] == band and r[5] == qname(qi)
+  local current = delivery == eid and here
+  if not current and here and state == 'QUEUED' and delivery == '' and woken(qi, lw) then
     redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
     current = true
   end
@@ -825,49 +872,54 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
     redis.call('HSET', tk, 'lease', claim_lease_at)
     zset(KEYS[K_RUNNING], id, claim_lease_at)
-    claim_hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
-  elseif not id or state ~= 'QUEUED' or not current then
+    -- The record's attempt digits, as the first claim sent them.
+    reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
+      r[9] or '{}', idem)
+  elseif state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
-    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', r[7], {entry = eid})
+    emit('TASK_DUPLICATE_ABSORBED', id or '', qi, state or 'GONE', attempt, {entry = eid})
   elseif claim_is_paused(qi) then
     -- A blocking read that began before the queue was paused: give the entry back.
     ack(qi, band, eid)
-    deliver(tk, id, qi, band, tonumber(r[7]) + 1)
-  elseif tonumber(r[4] or 0) > 0 and NOW >= tonumber(r[4]) then
+    deliver(tk, id, qi, band, tonumber(attempt) + 1)
+  elseif tonumber(expires_at or 0) > 0 and NOW >= tonumber(expires_at) then
     ack(qi, band, eid)
-    release(tk, id, qi, r[5], lim, nil, lw)  -- a slot handed to it while it waited
+    release(tk, id, qi, name, lim, nil, lw)  -- a slot handed to it while it waited
     move(tk, id, qi, 'QUEUED', 'EXPIRED', {'delivery', ''})
-    emit('TASK_EXPIRED', id, qi, 'EXPIRED', r[7])
-    settle_idempotency(tk, ik, 'failed', r[11])
-  elseif r[12] == '1' then
+    emit('TASK_EXPIRED', id, qi, 'EXPIRED', attempt)
+    settle_idempotency(tk, ik, 'failed', idem)
+  elseif cancel == '1' then
     -- Cancel was requested while an earlier attempt ran, and that attempt was reclaimed:
     -- honour the request instead of starting the task again.
     ack(qi, band, eid)
-    release(tk, id, qi, r[5], lim, nil, lw)
+    release(tk, id, qi, name, lim, nil, lw)
     move(tk, id, qi, 'QUEUED', 'CANCELLED', {'delivery', ''})
-    emit('TASK_CANCELLED', id, qi, 'CANCELLED', r[7])
-    settle_idempotency(tk, ik, 'failed', r[11])
-  elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and claim_limited(tk, id, qi, r, band) then
+    emit('TASK_CANCELLED', id, qi, 'CANCELLED', attempt)
+    settle_idempotency(tk, ik, 'failed', idem)
+  elseif (lim or (lw and lw ~= '') or queue_limits(qi)) and
+      claim_limited(tk, id, qi, band, name, lim, lw, idem) then
     ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else
-    local attempt = string.format('%d', tonumber(r[7]) + 1)
+    local started = attempt_after(attempt)
     zset(KEYS[K_RUNNING], id, claim_lease_at)
-    observe(qi, 'wait', NOW - tonumber(r[13] or NOW))
+    observe(qi, 'wait', NOW - tonumber(r[10] or NOW))
     -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
-    -- generic tables.
+    -- generic tables, and no updated_at: while it runs, that is started_at (decode_record).
+    -- Fields new to the record go in the order later reads want them (started_at first).
     if claim_token then
-      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
-        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S, 'take', claim_token)
+      redis.call('HSET', tk, 'state', 'RUNNING', 'attempt', started, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'worker', claim_worker, 'take', claim_token)
     else
-      redis.call('HSET', tk, 'attempt', attempt, 'worker', claim_worker, 'started_at', NOW_S,
-        'lease', claim_lease_at, 'state', 'RUNNING', 'updated_at', NOW_S)
+      redis.call('HSET', tk, 'state', 'RUNNING', 'attempt', started, 'started_at', NOW_S,
+        'lease', claim_lease_at, 'worker', claim_worker)
     end
     zset(qkey(qi, IX.QUEUED), id, false)
     zset(qkey(qi, IX.RUNNING), id, NOW_S)
     count(qi, COUNTER.RUNNING)
-    emit('TASK_STARTED', id, qi, 'RUNNING', attempt, claim_started_by)
-    claim_hand_out(id, eid, qi, band, r, attempt)
+    event('TASK_STARTED', id, qi, 'RUNNING', started, claim_started_by)  -- digits: no check
+    reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], started, r[8], timeout,
+      r[9] or '{}', idem)
   end
   return true
 end

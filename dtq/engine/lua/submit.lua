@@ -19,8 +19,14 @@
 -- every task's record tells a first call (none exists) from a resend; only then is each
 -- record read (HMGET per task would cost every bulk call one command per task).
 -- Record: fields at their default are not written, and every reader takes a missing one as
--- that default: no expiry, timeout, key, limits or history yet (history_n 0), updated_at and
--- run_after = created_at (read_side/tasks.py's decode_record fills them in).
+-- that default: priority 0, no expiry, timeout, key, limits or history yet (history_n 0),
+-- updated_at and run_after = created_at (read_side/tasks.py's decode_record fills them in).
+-- 'opt' is '1' when the task has any of them (expires_at, timeout, idem, lim), else '':
+-- claim_entry then reads none of them. Field order: a listpack record (short values) is scanned from its
+-- start for each field read or written, so the fields claim_entry and finalize.lua use come
+-- first: state, delivery, attempt, band, queue, name, payload, max_attempts, retry,
+-- enqueued_at (or run_after), opt, then id, created_at, priority and the optional ones;
+-- the claim adds started_at, lease, worker (and take), the success finished_at.
 -- Counters (what move() would count, in the queue's stats hash and the per-minute bucket,
 -- (re)armed for two hours when a field is new): active; a task QUEUED at once counts once in
 -- 'submitted_queued', which stands for one 'submitted' and one 'queued' (readers fold it:
@@ -65,20 +71,23 @@ for si = 1, NS do
   -- Strings, not numbers, for redis.call: Redis formats each number argument with %.17g,
   -- whose slow path a millisecond time takes (see lib.lua's NOW_S).
   local run_after = NOW_S
-  local fields = {'name', name, 'queue', qname(qi), 'priority', ARGV[b + 3], 'band', ARGV[b + 4],
-    'attempt', '0', 'max_attempts', ARGV[b + 5], 'created_at', NOW_S, 'retry', ARGV[b + 9],
-    'state', state}
+  -- The record's fields after state, delivery and attempt (accept writes those): see
+  -- "Record" above. A task's own values (payload, id) are set in this list per task.
+  local fields = {'band', ARGV[b + 4], 'queue', qname(qi), 'name', name, 'payload', false,
+    'max_attempts', ARGV[b + 5], 'retry', ARGV[b + 9], 'enqueued_at', NOW_S, 'opt', '',
+    'id', false, 'created_at', NOW_S}
+  if state ~= 'QUEUED' then
+    run_after = string.format('%d', tonumber(NOW_S) + tonumber(delay))
+    fields[13], fields[14] = 'run_after', run_after
+  end
   local k = #fields
+  if ARGV[b + 3] ~= '0' then fields[k + 1], fields[k + 2] = 'priority', ARGV[b + 3]; k = k + 2 end
+  local plain = k  -- the optional fields follow
   if expires_at ~= '0' then fields[k + 1], fields[k + 2] = 'expires_at', expires_at; k = k + 2 end
   if timeout ~= '' then fields[k + 1], fields[k + 2] = 'timeout', timeout; k = k + 2 end
   if idem ~= '' then fields[k + 1], fields[k + 2] = 'idem', idem; k = k + 2 end
   if lim ~= '' then fields[k + 1], fields[k + 2] = 'lim', lim; k = k + 2 end
-  if state == 'QUEUED' then
-    fields[k + 1], fields[k + 2] = 'enqueued_at', NOW_S
-  else
-    run_after = string.format('%d', tonumber(NOW_S) + tonumber(delay))
-    fields[k + 1], fields[k + 2] = 'run_after', run_after
-  end
+  if k > plain then fields[16] = '1' end  -- opt: the record holds an optional field
   shapes[tostring(si)] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state,
     idem = idem, fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
     -- the TASK_SUBMITTED event's text after the task id
@@ -146,7 +155,9 @@ local function accept(ti, b)
     add_index(qkey(qi, IX_QUEUED), NOW_S, id)
     delivery = add_entry(id, qi, shape.band, '1', idem)
   end
-  redis.call('HSET', tk, 'id', id, 'payload', payload, 'delivery', delivery, unpack(shape.fields))
+  local fields = shape.fields
+  fields[8], fields[18] = payload, id
+  redis.call('HSET', tk, 'state', state, 'delivery', delivery, 'attempt', '0', unpack(fields))
   submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. shape.tail
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);

@@ -16,6 +16,8 @@
 -- The time: a task queued now takes Redis' clock from its stream entry's id (the ms part,
 -- never behind the stream's last entry); a delayed one asks TIME.
 -- Record, counters, registry and depth limit: as submit.lua's header says.
+-- Numbers go to redis.call as strings ('1'): Redis formats a Lua number argument with
+-- snprintf('%.17g'), ~2 kIr each (lib.lua's NOW_S).
 local out = {}
 local id, rk, stats = ARGV[1], KEYS[1], KEYS[2]
 if redis.call('EXISTS', rk) == 1 then
@@ -40,18 +42,20 @@ if idem ~= '' then
     return out
   end
 end
-local active = redis.call('HINCRBY', stats, 'active', 1)
+local active = redis.call('HINCRBY', stats, 'active', '1')
 if ARGV[10] ~= '0' and active > tonumber(ARGV[10]) then
-  redis.call('HINCRBY', stats, 'active', -1)
+  redis.call('HINCRBY', stats, 'active', '-1')
   reply_submitted(out, 'full', active - 1, '', '')
   return out
 end
 
 local q, delay, now, state, counted = ARGV[4], ARGV[9], nil, 'QUEUED', 'submitted_queued'
--- The record; its 6th value (delivery), the 20th and 26th (times) are set below.
-local f = {'id', id, 'payload', ARGV[2], 'delivery', '', 'name', ARGV[3], 'queue', q,
-  'priority', ARGV[5], 'band', ARGV[6], 'attempt', '0', 'max_attempts', ARGV[7],
-  'created_at', '', 'retry', ARGV[8], 'state', state, 'enqueued_at', ''}
+-- The record, in submit.lua's order (see there): its 2nd value (state), 4th (delivery), the
+-- 20th and 26th (times) are set below.
+local f = {'state', state, 'delivery', '', 'attempt', '0', 'band', ARGV[6], 'queue', q,
+  'name', ARGV[3], 'payload', ARGV[2], 'max_attempts', ARGV[7], 'retry', ARGV[8],
+  'enqueued_at', '', 'opt', (#ARGV > 13 or idem ~= '') and '1' or '', 'id', id,
+  'created_at', ''}
 if delay == '0' then
   local eid
   if idem ~= '' then
@@ -60,18 +64,19 @@ if delay == '0' then
     eid = redis.call('XADD', KEYS[3], '*', 't', id, 'a', '1')
   end
   now = string.sub(eid, 1, string.find(eid, '-', 1, true) - 1)
-  f[6], f[20], f[26] = eid, now, now
+  f[4], f[20], f[26] = eid, now, now
   redis.call('ZADD', KEYS[4], now, id)
 else
   local time = redis.call('TIME')
   now = time[1] .. string.sub('00000' .. time[2], -6, -4)  -- ms digits, no formatting
   local due = string.format('%d', tonumber(now) + tonumber(delay))
   state, counted = 'PENDING', 'submitted'
-  f[20], f[24], f[25], f[26] = now, state, 'run_after', due
+  f[2], f[19], f[20], f[26] = state, 'run_after', due, now
   redis.call('ZADD', KEYS[3], due, id)
   redis.call('ZADD', KEYS[4], now, id)
 end
 local k = 26
+if ARGV[5] ~= '0' then f[27], f[28], k = 'priority', ARGV[5], 28 end  -- a missing one is 0
 for i = 14, #ARGV do
   k = k + 1
   f[k] = ARGV[i]
@@ -86,9 +91,9 @@ if idem ~= '' then
   -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
   redis.call('HSET', KEYS[8], 'task', id, 'fp', ARGV[13], 'state', 'processing')
 end
-if redis.call('HINCRBY', stats, counted, 1) == 1 then redis.call('SADD', KEYS[7], q) end
-if redis.call('HINCRBY', KEYS[6], q .. ':' .. counted, 1) == 1 then
-  redis.call('EXPIRE', KEYS[6], 7200)
+if redis.call('HINCRBY', stats, counted, '1') == 1 then redis.call('SADD', KEYS[7], q) end
+if redis.call('HINCRBY', KEYS[6], q .. ':' .. counted, '1') == 1 then
+  redis.call('EXPIRE', KEYS[6], '7200')
 end
 reply_submitted(out, 'ok', id, state, now)
 return out

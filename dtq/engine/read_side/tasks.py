@@ -8,6 +8,7 @@ from typing import Any
 from dtq.engine import codec, ids, shards
 from dtq.engine.keys import Keys
 from dtq.engine.read_side.budget import execute
+from dtq.engine.state import TERMINAL_STATES
 
 INT_FIELDS = ("attempt", "max_attempts", "priority", "band", "history_n")
 MS_FIELDS = (
@@ -30,6 +31,10 @@ def keys_for(task_id: str) -> Keys:
 
 def decode_record(raw: dict[str, str]) -> dict[str, Any]:
     """Convert a raw task hash into typed values (ms -> seconds, JSON fields decoded)."""
+    if raw.get("state") in TERMINAL_STATES and (raw.get("lease") or raw.get("delivery")):
+        # A success leaves the claim's lease and delivery (finalize.lua): an ended task has
+        # neither, as every other way to end writes.
+        raw = {**raw, "lease": "", "delivery": ""}
     record: dict[str, Any] = dict(raw)
     for name in INT_FIELDS:
         if raw.get(name):
@@ -38,10 +43,17 @@ def decode_record(raw: dict[str, str]) -> dict[str, Any]:
         value = raw.get(name)
         record[name] = int(value) / 1000 if value and value != "0" else None
     # Fields submit leaves out at their default (a record not changed since its submit).
-    for name in ("updated_at", "run_after"):
-        if record[name] is None:
-            record[name] = record["created_at"]
+    if record["run_after"] is None:
+        record["run_after"] = record["created_at"]
+    # The latest change: a claim and a success write no updated_at, their started_at and
+    # finished_at are it (the claim.lua/finalize.lua hot path), and every other transition
+    # writes updated_at at its time, later than any start or end before it.
+    record["updated_at"] = max(
+        (t for t in (record["updated_at"], record["started_at"], record["finished_at"]) if t),
+        default=record["created_at"],
+    )
     record.setdefault("history_n", 0)
+    record.setdefault("priority", 0)
     for name in JSON_FIELDS:
         record[name] = _json_or_raw(raw.get(name))
     record["timeout"] = float(raw["timeout"]) if raw.get("timeout") else None
