@@ -726,16 +726,30 @@ end
 -- Calls each(qi, band, entry id, task id or '', idempotency key or '') per entry read;
 -- returns open (qi -> not paused) and how many entries were read. paused, when given, is
 -- filled with qi -> paused (claim_paused: the claims of the same call need not ask again).
-local function read_stream(consumer, stream, n)
+-- read_delivered reads instead what a blocking XREADGROUP sent just before in the same
+-- pipeline delivered to `consumer`: its pending entries after after[s] (the newest id the
+-- worker knew of stream s, '' for a stream it did not watch), up to `want` through each and
+-- the rest through over (left for claim.lua: the blocking read's COUNT is per stream).
+local function read_stream(consumer, stream, n, from)
   local ok, res = pcall(redis.call, 'XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n,
-    'STREAMS', stream, '>')
+    'STREAMS', stream, from or '>')
   if not ok then
     -- NOGROUP: the stream or group is new (or Redis lost its data); create it and read again.
     redis.pcall('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
-    res = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', stream, '>')
+    res = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', stream,
+      from or '>')
   end
   if not res then return {} end
   return res[1][2]
+end
+local function entry_task(e)  -- task id and idempotency key ('' when absent or deleted)
+  local task_id, idem = '', ''
+  local f = e[2]
+  if type(f) ~= 'table' then return task_id, idem end
+  for i = 1, #f, 2 do
+    if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
+  end
+  return task_id, idem
 end
 local function read_new(consumer, want, each, paused)
   local open, nread = {}, 0
@@ -747,18 +761,32 @@ local function read_new(consumer, want, each, paused)
     for qi = 1, NQ do
       if want > nread and open[qi] then
         for _, e in ipairs(read_stream(consumer, stream_key(qi, band), want - nread)) do
-          local task_id, idem = '', ''
-          local f = e[2]
-          for i = 1, #f, 2 do
-            if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
-          end
-          each(qi, band, e[1], task_id, idem)
+          each(qi, band, e[1], entry_task(e))
           nread = nread + 1
         end
       end
     end
   end
   return open, nread
+end
+local function read_delivered(consumer, after, want, each, over)
+  local nread = 0
+  for band = 0, 2 do
+    for qi = 1, NQ do
+      local from = after[(qi - 1) * 3 + band + 1]
+      if from and from ~= '' then
+        for _, e in ipairs(read_stream(consumer, stream_key(qi, band), 1000, from)) do
+          if nread < want then
+            each(qi, band, e[1], entry_task(e))
+            nread = nread + 1
+          else
+            over(qi, band, e[1], entry_task(e))
+          end
+        end
+      end
+    end
+  end
+  return nread
 end
 
 -- Claiming (claim.lua, take.lua): turn an entry just read by this worker into a RUNNING
