@@ -29,9 +29,12 @@ def blocked_take(capacity: int, arrive: Callable[[], Any]) -> tuple[gateway.Take
             watch = (await reader.take(capacity)).watch
             assert watch, "the queue should be empty to start with"
             waiting = asyncio.create_task(reader.wait_and_take(watch, capacity))
-            await asyncio.sleep(0.2)  # the read is blocked in Redis now
+            await asyncio.sleep(0.1)  # the read is blocked in Redis now
             await asyncio.to_thread(arrive)
-            return await asyncio.wait_for(waiting, 5), reader
+            taken = await asyncio.wait_for(waiting, 5)
+            if not taken.read:  # that read ended (BLOCK_TIMEOUT) before the arrival: block again
+                taken = await asyncio.wait_for(reader.wait_and_take(watch, capacity), 5)
+            return taken, reader
         finally:
             await reader.aclose()
             await client.aclose()
@@ -86,9 +89,12 @@ def test_a_second_blocking_read_claims_only_what_it_delivered(dtq_env: Any) -> N
             for text in ("one", "two"):
                 watch = (await reader.take(8)).watch
                 waiting = asyncio.create_task(reader.wait_and_take(watch, 8))
-                await asyncio.sleep(0.2)
+                await asyncio.sleep(0.1)
                 await asyncio.to_thread(tasks.record.enqueue, text)
-                got.append([att.payload for att in (await asyncio.wait_for(waiting, 5)).attempts])
+                taken = await asyncio.wait_for(waiting, 5)
+                if not taken.read:  # that read ended (BLOCK_TIMEOUT) before the arrival
+                    taken = await asyncio.wait_for(reader.wait_and_take(watch, 8), 5)
+                got.append([att.payload for att in taken.attempts])
         finally:
             await reader.aclose()
             await client.aclose()

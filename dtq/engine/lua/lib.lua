@@ -847,13 +847,19 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
     current = true
   end
-  if state == 'RUNNING' and current and redis.call('HGET', tk, 'worker') == claim_worker then
+  local mine = state == 'RUNNING' and current and redis.call('HMGET', tk, 'worker', 'lease')
+  if mine and mine[1] == claim_worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
-    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
-    redis.call('HSET', tk, 'lease', claim_lease_at)
-    zset(KEYS[K_RUNNING], id, claim_lease_at)
-    claim_hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
+    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed,
+    -- while the lease runs; one that ran out (the worker was stopped that long) is left to
+    -- the reaper, as any attempt of a worker gone that long: no handler starts after its
+    -- lease ran out.
+    if tonumber(mine[2] or '0') > NOW then
+      redis.call('HSET', tk, 'lease', claim_lease_at)
+      zset(KEYS[K_RUNNING], id, claim_lease_at)
+      claim_hand_out(id, eid, qi, band, r, r[7])  -- the record's digits, as the first claim sent
+    end
   elseif not id or state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')
