@@ -109,8 +109,9 @@ def test_a_queue_at_its_limit_with_100k_waiters_does_not_slow_another(
     )
     # The same commands, as many of each: nothing on the other queue reads the line. (A few
     # EXPIREs of time-bucketed counters come and go with the clock: a little slack for those.)
-    assert set(loaded) == set(baseline)
+    clocked = {"expire"}
+    assert set(loaded) - clocked == set(baseline) - clocked
     for name, (calls, _) in loaded.items():
-        expected = baseline[name][0]
+        expected = baseline.get(name, (0, 0))[0]
         assert abs(calls - expected) <= 2 + expected // 100, (name, calls, expected)
     assert client.zcard(keys().limit_wait(LIMITED)) == WAITERS - 1  # still parked, untouched

@@ -178,14 +178,14 @@ def test_periodic_resume(dtq_env: Any, twice: Twice) -> None:
     assert gateway.periodic_resume(get_client(), keys(), name, 10, "again") is False
 
 
-def take(token: str) -> gateway.Taken:
+def take(token: str, lease_ms: int = 60000) -> gateway.Taken:
     """Run one take.lua call for worker w1 on the tests queue."""
 
     async def call() -> gateway.Taken:
         client = new_async_client()
         caller = AsyncCaller(client)
         try:
-            return await gateway.take(caller, keys(), ["tests"], "w1", 60000, 8, token)
+            return await gateway.take(caller, keys(), ["tests"], "w1", lease_ms, 8, token)
         finally:
             await caller.aclose()
             await client.aclose()
@@ -213,6 +213,33 @@ def test_take_sent_again_answers_with_what_the_lost_reply_claimed(dtq_env: Any) 
     third = tasks.record.enqueue(3).id
     assert take("b").attempts == []
     assert [att.id for att in take("c").attempts] == [third]
+
+
+def test_a_claim_found_again_after_its_lease_ran_out_is_not_handed_back(dtq_env: Any) -> None:
+    # A worker stopped (SIGSTOP) longer than its lease while Redis ran its claim loses the
+    # reply (its read times out), then finds the entry again among its pending ones. The
+    # attempt is no longer handed back (no handler starts after its lease ran out): it stays
+    # RUNNING for the reaper's reclaim, which counts the attempt as lost.
+    task_id = tasks.record.enqueue(1).id
+
+    async def claim_twice() -> tuple[list[Any], list[Any]]:
+        client = new_async_client()
+        caller = AsyncCaller(client)
+        try:
+            entries, _ = await gateway.read(caller, keys(), ["tests"], "w1", 8)
+            first = await gateway.claim(caller, keys(), ["tests"], entries, "w1", 50)
+            await asyncio.sleep(0.1)
+            return first, await gateway.claim(caller, keys(), ["tests"], entries, "w1", 50)
+        finally:
+            await caller.aclose()
+            await client.aclose()
+
+    first, again = asyncio.run(claim_twice())
+    assert [att.id for att in first] == [task_id] and again == []
+    record = read_side.get_task(task_id)
+    assert record is not None and (record["state"], record["attempt"]) == ("RUNNING", 1)
+    assert dtq_env.client.zscore(keys().running, task_id) is not None  # the reaper's to reclaim
+    assert dtq_env.stats().get("absorbed", 0) == 0  # nor absorbed: its entry stays pending
 
 
 def test_take_leaves_an_entry_whose_record_it_cannot_read_to_claim(dtq_env: Any) -> None:

@@ -282,10 +282,8 @@ class AsyncCaller:
         resend = 0
         while True:
             conn = await self.connection()
-            way = None
             try:
-                way = await self._way(conn)
-                return await _round_trip(conn, pack_call(way, script, keys, args))
+                return await _round_trip(conn, await self.packed(conn, script, keys, args))
             except DROPPED as exc:
                 await self._drop(conn)
                 await asyncio.sleep(resend_after_drop(resend, exc))
@@ -293,13 +291,21 @@ class AsyncCaller:
             except ResponseError as exc:
                 if not missing(exc):
                     raise
-                _ways.pop(conn, None)
-                if not _fcalled(way, script):
-                    await conn.send_command("SCRIPT", "LOAD", script.text)
-                    await conn.read_response()
+                await self.forget(conn, script)
             except asyncio.CancelledError:
                 await self._drop(conn)  # a reply may be half read: never reuse the stream
                 raise
+
+    async def packed(self, conn: Any, script: Script, keys: list[Any], args: list[Any]) -> bytes:
+        """Return a script call packed for conn, to send in a pipeline of one's own."""
+        return pack_call(await self._way(conn), script, keys, args)
+
+    async def forget(self, conn: Any, script: Script) -> None:
+        """A packed call was answered "missing": load it (or the library) before the next."""
+        way = _ways.pop(conn, None)
+        if not _fcalled(way, script):
+            await conn.send_command("SCRIPT", "LOAD", script.text)
+            await conn.read_response()
 
     @staticmethod
     async def _way(conn: Any) -> Library | None:

@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
+import time
 from collections.abc import Callable
 from typing import Any
 
@@ -42,11 +44,13 @@ class Finalizer:
         self.outbox: list[tuple[Attempt, Outcome]] = []
         self.processed = 0
         self._flush_now = asyncio.Event()
+        self._added = asyncio.Event()  # an outcome joined the outbox
         self._hooks: set[asyncio.Future[None]] = set()  # finished hooks still running
 
     def add(self, att: Attempt, outcome: Outcome) -> None:
         """Queue an outcome; flush at once when it starts a batch or fills one."""
         self.outbox.append((att, outcome))
+        self._added.set()
         if len(self.outbox) >= dtq_settings.FINALIZE_BATCH or len(self.outbox) == 1:
             self._flush_now.set()
 
@@ -61,8 +65,8 @@ class Finalizer:
         while True:
             await self._flush_now.wait()
             self._flush_now.clear()
-            if pause and self._worth_waiting():
-                await asyncio.sleep(pause)  # let concurrent handlers join this batch
+            if pause:
+                await self._gather(pause)
             try:
                 await self.flush()
                 backoff = 0.05
@@ -97,6 +101,21 @@ class Finalizer:
     async def aclose(self) -> None:
         """Give back the finalizer's script connection."""
         await self._caller.aclose()
+
+    async def _gather(self, pause: float) -> None:
+        """Let the outcomes of handlers still running join this batch, for up to pause seconds.
+
+        Ends as soon as none is running or the batch is full: a fixed wait would hold every
+        batch (and the slots its attempts keep) back the whole pause.
+        """
+        deadline = time.monotonic() + pause
+        while self._worth_waiting():
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._added.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._added.wait(), left)
 
     def _worth_waiting(self) -> bool:
         """Wait for more outcomes only while other handlers run and the batch has room."""

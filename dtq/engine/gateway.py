@@ -329,6 +329,31 @@ class Taken(NamedTuple):
     left: list[Entry]  # read as ours but left to claim.lua (a task key it could not reach)
 
 
+def take_call(
+    keys: Keys,
+    queues: list[str],
+    worker_id: str,
+    lease_ms: int,
+    capacity: int,
+    token: str,
+    after: Sequence[str] = (),
+) -> Call:
+    """Lay out a take.lua call; after (3 ids per queue) makes it claim what a blocking read
+    sent just before it delivered, instead of reading new entries."""
+    key_list, args = _build(
+        keys, queues, (), worker_id, lease_ms, capacity, token, keys.tag, *after, name="take"
+    )
+    return [*key_list, keys.take(worker_id)], args
+
+
+def taken(reply: Any, queues: list[str]) -> Taken:
+    """Decode take.lua's reply."""
+    attempts = CLAIMED.decode(reply[0])
+    for att in attempts:
+        att.queue = queues[att.queue_index - 1]
+    return Taken(attempts, list(reply[1]), int(reply[2]), reply[3] == 1, ENTRY.decode(reply[4]))
+
+
 async def take(
     caller: AsyncCaller,
     keys: Keys,
@@ -344,16 +369,8 @@ async def take(
     first call with it claimed (leases renewed), without reading. The task keys are built in
     the script, from the shard's key tag: only it knows which tasks it read.
     """
-    key_list, args = _build(
-        keys, queues, (), worker_id, lease_ms, capacity, token, keys.tag, name="take"
-    )
-    reply = await caller.script(script("take"), [*key_list, keys.take(worker_id)], args)
-    attempts = CLAIMED.decode(reply[0])
-    for att in attempts:
-        att.queue = queues[att.queue_index - 1]
-    return Taken(
-        attempts, list(reply[1]), int(reply[2]), reply[3] == 1, ENTRY.decode(reply[4])
-    )
+    call = take_call(keys, queues, worker_id, lease_ms, capacity, token)
+    return taken(await caller.script(script("take"), *call), queues)
 
 
 def _batch(

@@ -9,14 +9,15 @@ import os
 import time
 from typing import Any
 
-from redis.exceptions import RedisError
+from redis.exceptions import RedisError, ResponseError
 
 from dtq.conf import dtq_settings
 from dtq.engine import clock, gateway, workflows
-from dtq.engine.direct import AsyncCaller, pack
+from dtq.engine.direct import AsyncCaller, missing, pack
 from dtq.engine.executor import Attempt, start_by
 from dtq.engine.finalizer import MAX_BACKOFF
 from dtq.engine.keys import BANDS, GROUP, Keys
+from dtq.engine.scripts import script
 
 
 class Reader:
@@ -54,6 +55,10 @@ class Reader:
         self._token_base = os.urandom(6).hex()
         self._takes = 0
         self._token: tuple[str, float] | None = None
+        # The newest entry id of each stream (queue index, band) this worker was delivered:
+        # a take sent behind a blocking read claims what the read delivered after it.
+        self._newest: dict[tuple[int, int], tuple[int, int]] = {}
+        self.round_trip = 0.0  # seconds a take took lately (a moving average)
 
     @property
     def shard(self) -> int:
@@ -82,9 +87,7 @@ class Reader:
         """
         lease = dtq_settings.lease_timeout
         now = clock.now()  # before the call: Redis starts the lease later than this
-        if self._token is None or now - self._token[1] > lease:
-            self._takes += 1
-            self._token = (f"{self._token_base}.{self._takes}", now)
+        sent = time.monotonic()
         taken = await gateway.take(
             self._caller,
             self._keys,
@@ -92,11 +95,63 @@ class Reader:
             self._worker_id,
             int(lease * 1000),
             capacity,
-            self._token[0],
+            self._take_token(now, lease),
         )
+        self.round_trip += (time.monotonic() - sent - self.round_trip) / 8
+        return self._taken(taken, now, lease)
+
+    async def wait_and_take(self, watch: list[str], capacity: int) -> gateway.Taken:
+        """Block in XREADGROUP on the watched streams and claim what arrives in the same trip.
+
+        take.lua goes in the same pipeline right behind the blocking read, so Redis claims
+        what the read delivered the moment it returns (up to capacity; the rest is left to
+        claim.lua, kept here): no round trip between an arrival and its handler's start.
+        """
+        lease = dtq_settings.lease_timeout
+        now = clock.now()
+        watched = set(watch)
+        after = [
+            "{}-{}".format(*self._newest.get(block, (0, 0))) if stream in watched else ""
+            for stream, block in self._stream_blocks.items()
+        ]
+        call = gateway.take_call(
+            self._keys,
+            self._queues,
+            self._worker_id,
+            int(lease * 1000),
+            capacity,
+            self._take_token(now, lease),
+            after,
+        )
+        conn = await self._blocker.connection()
+        behind = await self._blocker.packed(conn, script("take"), *call)
+        read, reply = await self._block(conn, watch, capacity, behind)
+        delivered = self._entries(read or [])
+        self._note(delivered)
+        if isinstance(reply, ResponseError):
+            self.keep(delivered)  # none of them claimed: claim.lua's turn
+            if not missing(reply):
+                raise reply
+            await self._blocker.forget(conn, script("take"))
+            return gateway.Taken([], [], 0, False, [])
+        taken = gateway.taken(reply, self._queues)
+        if taken.again:  # it handed back an earlier send's claims and never looked at these
+            self.keep(delivered)
+        return self._taken(taken, now, lease)
+
+    def _take_token(self, now: float, lease: float) -> str:
+        """Return take.lua's request token: a failed call's again (within a lease), else new."""
+        if self._token is None or now - self._token[1] > lease:
+            self._takes += 1
+            self._token = (f"{self._token_base}.{self._takes}", now)
+        return self._token[0]
+
+    def _taken(self, taken: gateway.Taken, now: float, lease: float) -> gateway.Taken:
+        """Note a take's reply: its token is spent, its attempts start, what it left is kept."""
         self._token = None
         # A resend renewed the leases it handed back: they run from this call, as new ones.
         self._started(taken.attempts, now, lease)
+        self._note(taken.attempts)
         self.keep(taken.left)
         return taken
 
@@ -104,30 +159,48 @@ class Reader:
         """Block in XREADGROUP on the watched streams; return what arrived, read as ours.
 
         Reading in the group hands an arriving entry to one idle worker only, and saves
-        the second read. A stop or a wake ends the block with CLIENT UNBLOCK (the read returns
-        empty), never by cancelling it: a cancelled read could drop entries Redis handed it.
+        the second read.
+        """
+        read, _ = await self._block(await self._blocker.connection(), watch, capacity)
+        entries = self._entries(read or [])
+        self._note(entries)
+        return entries
+
+    async def _block(
+        self, conn: Any, watch: list[str], capacity: int, behind: bytes | None = None
+    ) -> tuple[Any, Any]:
+        """Send a blocking XREADGROUP (and behind, a command Redis runs the moment it returns);
+        return both replies.
+
+        A stop or a wake ends the block with CLIENT UNBLOCK (the read returns empty), never by
+        cancelling it: a cancelled read could drop entries Redis handed it.
         """
         self._waking = False  # before the first await: a wake() from here on ends this read
         self._blocks += 1
-        streams = watch
         block_ms = int(dtq_settings.BLOCK_TIMEOUT * 1000)
         read = pack(
             *("XREADGROUP", "GROUP", GROUP, self._worker_id, "COUNT", capacity, "BLOCK", block_ms),
-            *("STREAMS", *streams, *([">"] * len(streams))),
+            *("STREAMS", *watch, *([">"] * len(watch))),
         )
-        conn = await self._blocker.connection()
         try:
-            await conn.send_packed_command([pack("CLIENT", "ID"), read])
+            pipeline = [pack("CLIENT", "ID"), read, *([behind] if behind else [])]
+            await conn.send_packed_command(pipeline)
             self._blocked_id = await conn.read_response()
             if self._stopping or self._waking:
                 self._unblock()
             reply = await conn.read_response()
+            reply_behind = None
+            if behind:
+                try:
+                    reply_behind = await conn.read_response()
+                except ResponseError as exc:  # read whole: the connection is fine
+                    reply_behind = exc
         except BaseException:
             await conn.disconnect()  # the stream may hold half a reply
             raise
         finally:
             self._blocked_id = None
-        return self._entries(reply or [])
+        return reply, reply_behind
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
         """Claim entries a blocking read brought with claim.lua; keep them if the call fails."""
@@ -141,6 +214,7 @@ class Reader:
             self.unclaimed = entries + self.unclaimed
             raise
         self._started(attempts, sent, lease)
+        self._note(attempts)
         return attempts
 
     @staticmethod
@@ -188,6 +262,16 @@ class Reader:
                 await asyncio.sleep(0.05)  # the read may not have reached Redis yet
 
         self._unblocking = asyncio.get_running_loop().create_task(unblock())
+
+    def _note(self, items: list[gateway.Entry] | list[Attempt]) -> None:
+        """Remember the newest entry id of each stream among items (entries or attempts)."""
+        newest = self._newest
+        for item in items:
+            ms, seq = item.entry.split("-")
+            at = (int(ms), int(seq))
+            where = (item.queue_index, item.band)
+            if at > newest.get(where, (0, 0)):
+                newest[where] = at
 
     def _entries(self, streams: Any) -> list[gateway.Entry]:
         """Turn an XREADGROUP reply (a RESP3 map or RESP2 pairs) into entries, as read.lua's."""

@@ -228,6 +228,9 @@ class Worker:
             self._changed.clear()
             await self._changed.wait()
             return
+        if self.runner.running and capacity < self.concurrency:
+            await self._gather_slots()
+            capacity = self._capacity()
         backlog = [r for r in self.readers if r.unclaimed and not r.resting()]
         if backlog:
             for reader in backlog:
@@ -247,6 +250,24 @@ class Worker:
             # Burst mode with tasks still running, every queue paused, or every shard resting
             # after an error: wait for a slot to free, a stop, or the timeout.
             await self._sleep_or_poke(dtq_settings.BLOCK_TIMEOUT)
+
+    async def _gather_slots(self) -> None:
+        """Let slots about to free join the next read: wait up to half a take's round trip.
+
+        A take sent for one free slot holds the next one back a whole round trip, while the
+        other slots free; waiting a fraction of it for them costs less (over a network the
+        batches then stay full), and at most FINALIZE_FLUSH_MS.
+        """
+        trip = min(r.round_trip for r in self.readers)
+        wait = min(dtq_settings.FINALIZE_FLUSH_MS / 1000, trip / 2)
+        deadline = time.monotonic() + wait
+        while self.runner.running and self._capacity() < self.concurrency and not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return
+            self._changed.clear()
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._changed.wait(), left)
 
     def _capacity(self) -> int:
         """How many more attempts to claim now (free slots, and what --max-tasks leaves)."""
@@ -298,18 +319,22 @@ class Worker:
         return read_any, watches
 
     async def _wait_for_new(self, watches: list[tuple[Reader, list[str]]]) -> None:
-        """Block on every watched shard at once; keep what arrives to be claimed next.
+        """Block on every watched shard at once; start or keep what arrives.
 
-        One blocking connection per shard: the first read to return wakes the others, which
-        return what Redis already handed them (entries in our pending list, never dropped).
+        One watched shard: the read and the claim of what it brings go in one round trip
+        (Reader.wait_and_take). Several: one blocking connection per shard, the first read to
+        return wakes the others, which return what Redis already handed them (entries in our
+        pending list, never dropped), kept to be claimed next.
         """
         capacity = self._capacity()
-        arrived: dict[Reader, list[gateway.Entry] | None]
         if len(watches) == 1:
             reader, watch = watches[0]
-            arrived = {reader: await self._on_shard(reader, reader.wait_for_new(watch, capacity))}
-        else:
-            arrived = await self._wait_on_all(watches, capacity)
+            taken = await self._on_shard(reader, reader.wait_and_take(watch, capacity))
+            if failpoints.ACTIVE and taken and (taken.attempts or taken.left):
+                failpoints.hit("worker.after_read")
+            self._start_all(taken.attempts if taken else [])
+            return
+        arrived = await self._wait_on_all(watches, capacity)
         if failpoints.ACTIVE and any(arrived.values()):
             failpoints.hit("worker.after_read")
         for reader, entries in arrived.items():

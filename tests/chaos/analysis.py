@@ -144,13 +144,21 @@ def lost_attempts(d: RunData) -> list[LostAttempt]:
             pid = worker_pid(str(h.get("worker") or ""))
             start, end = _seconds(h.get("started_at")), _seconds(h.get("ended_at"))
             cause = next(
-                (f for f in d.process_faults if f.pid == pid and start - SLACK <= f.t <= end),
-                None,
+                (f for f in d.process_faults if f.pid == pid and _during(f, start, end)), None
             )
             if cause is None:
                 cause = _failover_reclaim(d, tid, h["attempt"], pid, start, end)
             out.append(LostAttempt(tid, h["attempt"], pid, start, end, h["attempt"] in ran, cause))
     return out
+
+
+def _during(fault: ProcessFault, start: float, end: float) -> bool:
+    """Whether the fault struck the worker while the attempt was its: it began then, or it is
+    a pause the claim fell into (Redis claims what a blocking read sent before the pause
+    brings, on the paused worker's behalf)."""
+    if start - SLACK <= fault.t <= end:
+        return True
+    return fault.kind == "pause" and fault.t <= start and (fault.until or end) >= start
 
 
 def _failover_reclaim(

@@ -758,16 +758,30 @@ end
 -- Calls each(qi, band, entry id, task id or '', idempotency key or '') per entry read;
 -- returns open (qi -> not paused) and how many entries were read. paused, when given, is
 -- filled with qi -> paused (claim_paused: the claims of the same call need not ask again).
-local function read_stream(consumer, stream, n)
+-- read_delivered reads instead what a blocking XREADGROUP sent just before in the same
+-- pipeline delivered to `consumer`: its pending entries after after[s] (the newest id the
+-- worker knew of stream s, '' for a stream it did not watch), up to `want` through each and
+-- the rest through over (left for claim.lua: the blocking read's COUNT is per stream).
+local function read_stream(consumer, stream, n, from)
   local ok, res = pcall(redis.call, 'XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n,
-    'STREAMS', stream, '>')
+    'STREAMS', stream, from or '>')
   if not ok then
     -- NOGROUP: the stream or group is new (or Redis lost its data); create it and read again.
     redis.pcall('XGROUP', 'CREATE', stream, GROUP, '0', 'MKSTREAM')
-    res = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', stream, '>')
+    res = redis.call('XREADGROUP', 'GROUP', GROUP, consumer, 'COUNT', n, 'STREAMS', stream,
+      from or '>')
   end
   if not res then return {} end
   return res[1][2]
+end
+local function entry_task(e)  -- task id and idempotency key ('' when absent or deleted)
+  local task_id, idem = '', ''
+  local f = e[2]
+  if type(f) ~= 'table' then return task_id, idem end
+  for i = 1, #f, 2 do
+    if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
+  end
+  return task_id, idem
 end
 local function read_new(consumer, want, each, paused)
   local open, nread = {}, 0
@@ -779,18 +793,32 @@ local function read_new(consumer, want, each, paused)
     for qi = 1, NQ do
       if want > nread and open[qi] then
         for _, e in ipairs(read_stream(consumer, stream_key(qi, band), want - nread)) do
-          local task_id, idem = '', ''
-          local f = e[2]
-          for i = 1, #f, 2 do
-            if f[i] == 't' then task_id = f[i + 1] elseif f[i] == 'i' then idem = f[i + 1] end
-          end
-          each(qi, band, e[1], task_id, idem)
+          each(qi, band, e[1], entry_task(e))
           nread = nread + 1
         end
       end
     end
   end
   return open, nread
+end
+local function read_delivered(consumer, after, want, each, over)
+  local nread = 0
+  for band = 0, 2 do
+    for qi = 1, NQ do
+      local from = after[(qi - 1) * 3 + band + 1]
+      if from and from ~= '' then
+        for _, e in ipairs(read_stream(consumer, stream_key(qi, band), 1000, from)) do
+          if nread < want then
+            each(qi, band, e[1], entry_task(e))
+            nread = nread + 1
+          else
+            over(qi, band, e[1], entry_task(e))
+          end
+        end
+      end
+    end
+  end
+  return nread
 end
 
 -- Claiming (claim.lua, take.lua): turn an entry just read by this worker into a RUNNING
@@ -866,15 +894,21 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
     current = true
   end
-  if state == 'RUNNING' and current and redis.call('HGET', tk, 'worker') == claim_worker then
+  local mine = state == 'RUNNING' and current and redis.call('HMGET', tk, 'worker', 'lease')
+  if mine and mine[1] == claim_worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
-    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed.
-    redis.call('HSET', tk, 'lease', claim_lease_at)
-    zset(KEYS[K_RUNNING], id, claim_lease_at)
-    -- The record's attempt digits, as the first claim sent them.
-    reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
-      r[9] or '{}', idem)
+    -- it would leave the attempt unrun until its lease ran out. Hand it back, lease renewed,
+    -- while the lease runs; one that ran out (the worker was stopped that long) is left to
+    -- the reaper, as any attempt of a worker gone that long: no handler starts after its
+    -- lease ran out.
+    if tonumber(mine[2] or '0') > NOW then
+      redis.call('HSET', tk, 'lease', claim_lease_at)
+      zset(KEYS[K_RUNNING], id, claim_lease_at)
+      -- The record's attempt digits, as the first claim sent them.
+      reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
+        r[9] or '{}', idem)
+    end
   elseif state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
     count(qi, 'absorbed')

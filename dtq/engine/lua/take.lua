@@ -7,7 +7,9 @@
 -- touches is in one hash slot. Every other key comes in KEYS, built by the gateway.
 -- KEYS: lib layout (claim's) with one block per queue the worker serves and no task blocks,
 --   then the worker's take mark (a string: the request token of its last call).
--- ARGV after the header: 1 worker id, 2 lease (ms), 3 capacity, 4 request token, 5 key tag
+-- ARGV after the header: 1 worker id, 2 lease (ms), 3 capacity, 4 request token, 5 key tag,
+--   then, only behind a blocking read (see Delivered below), 3 ids per queue block (bands 0,
+--   1, 2): the newest entry id the worker knew of that stream, or '' for a stream not watched
 -- Reply: {claimed, watch, read, again, left}: claimed holds the gateway's CLAIMED fields per
 --   claimed task (as claim.lua's reply); watch, present only when capacity was left, lists
 --   the open streams' keys, for the worker to block on with XREADGROUP; read counts the
@@ -22,6 +24,10 @@
 -- the entries in this consumer's pending list whose record carries the token. Entries the
 -- first send left to claim.lua stay pending for the reaper (no attempt is lost: still QUEUED).
 -- The worker changes its token only once a reply has arrived.
+-- Delivered: sent in the same pipeline right behind the worker's blocking XREADGROUP, the
+-- call first claims what that read delivered (lib.lua's read_delivered: no round trip
+-- between an arrival and its claim), then reads new entries for the capacity left, as any
+-- take. What the read brought beyond the capacity is left to claim.lua (left).
 local worker, lease_ms, want = ARGV[ARG0 + 1], ARGV[ARG0 + 2], tonumber(ARGV[ARG0 + 3])
 local token, tag = ARGV[ARG0 + 4], ARGV[ARG0 + 5]
 local BAND = {[0] = '0', '1', '2'}  -- as claim.lua gets a band: the record's digits
@@ -50,7 +56,8 @@ if redis.call('SET', KEYS[NSHARED + NQ * QB + 1], token, 'PX', lease_ms, 'GET') 
   return {CLAIMED, {}, again, 1, left}
 end
 
-local open, nread = read_new(worker, want, function(qi, band, eid, task_id, idem)
+local function leave(qi, band, eid, task_id, idem) reply_entry(left, qi, band, eid, task_id, idem) end
+local function take_entry(qi, band, eid, task_id, idem)
   local tk = tag .. 't:' .. (task_id ~= '' and task_id or 'gone')
   local ik = tk
   -- A key of the task that cannot be read here (on a Redis Cluster, moved already by a live
@@ -62,9 +69,17 @@ local open, nread = read_new(worker, want, function(qi, band, eid, task_id, idem
     if type(redis.pcall('EXISTS', ik)) == 'table' then ik = nil end  -- an error reply
   end
   if not (ik and claim_entry(qi, BAND[band], eid, tk, ik, true)) then
-    reply_entry(left, qi, band, eid, task_id, idem)
+    leave(qi, band, eid, task_id, idem)
   end
-end, claim_paused)
+end
+local delivered = 0
+if #ARGV > ARG0 + 5 then
+  local after = {}
+  for i = 1, 3 * NQ do after[i] = ARGV[ARG0 + 5 + i] end
+  delivered = read_delivered(worker, after, want, take_entry, leave)
+end
+local open, nread = read_new(worker, want - delivered, take_entry, claim_paused)
+nread = nread + delivered
 local watch = {}
 if nread < want then
   -- Everything new was read: the worker blocks in XREADGROUP on every open stream.
