@@ -9,8 +9,9 @@ from typing import Any
 
 import pytest
 
-from dtq.engine import gateway, read_side
+from dtq.engine import clock, gateway, read_side
 from dtq.engine.connection import new_async_client
+from dtq.engine.executor import START_WITHIN
 from dtq.engine.reader import Reader
 from dtq.engine.submit import Submission, submit_many
 from tests.ops_support import keys
@@ -53,9 +54,7 @@ def test_an_arrival_is_claimed_in_the_round_trip_of_the_blocking_read(dtq_env: A
 
 
 @pytest.mark.parametrize("capacity", [1, 2])
-def test_the_claim_behind_the_read_also_takes_what_else_is_new(
-    dtq_env: Any, capacity: int
-) -> None:
+def test_the_claim_behind_the_read_also_takes_what_else_is_new(dtq_env: Any, capacity: int) -> None:
     # Two bands arrive in one submit call. Redis serves a blocked read with the stream that
     # woke it alone (the low band, written first); the claim behind it then reads on for the
     # capacity left, so the high band starts in the same round trip when a slot is free.
@@ -130,3 +129,27 @@ def test_entries_there_before_the_read_beyond_capacity_wait_unclaimed(dtq_env: A
     assert [att.id for att in taken.attempts] == [high]
     assert [e.task_id for e in reader.unclaimed] == [low]
     assert read_side.get_task(low)["state"] == "QUEUED"  # type: ignore[index]
+
+
+def test_a_claim_after_a_long_block_gets_its_whole_lease(dtq_env: Any) -> None:
+    # The claim behind a read starts the lease when the read returns, not when it was sent:
+    # the worker dates it by how long Redis says the read blocked (TIME went just before it),
+    # so an arrival late in a long block still has its whole start window.
+    dtq_env.configure(BLOCK_TIMEOUT=5, SOCKET_TIMEOUT=10, LEASE_TIMEOUT=3)
+
+    async def run() -> float:
+        client = new_async_client()
+        reader = Reader(client, keys(), ["tests"], "w1")
+        try:
+            watch = (await reader.take(8)).watch
+            waiting = asyncio.create_task(reader.wait_and_take(watch, 8))
+            await asyncio.sleep(1.5)
+            await asyncio.to_thread(tasks.record.enqueue, "late")
+            [att] = (await asyncio.wait_for(waiting, 5)).attempts
+            return att.lease_until - clock.now()
+        finally:
+            await reader.aclose()
+            await client.aclose()
+
+    left = asyncio.run(run())
+    assert 3 * START_WITHIN - 0.5 < left <= 3 * START_WITHIN

@@ -327,6 +327,7 @@ class Taken(NamedTuple):
     read: int
     again: bool  # the token was sent before: the attempts are what that send claimed
     left: list[Entry]  # read as ours but left to claim.lua (a task key it could not reach)
+    now_ms: int  # Redis' clock when the call ran (ms)
 
 
 def take_call(
@@ -351,7 +352,8 @@ def taken(reply: Any, queues: list[str]) -> Taken:
     attempts = CLAIMED.decode(reply[0])
     for att in attempts:
         att.queue = queues[att.queue_index - 1]
-    return Taken(attempts, list(reply[1]), int(reply[2]), reply[3] == 1, ENTRY.decode(reply[4]))
+    watch, left = list(reply[1]), ENTRY.decode(reply[4])
+    return Taken(attempts, watch, int(reply[2]), reply[3] == 1, left, int(reply[5]))
 
 
 async def take(

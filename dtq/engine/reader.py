@@ -123,21 +123,21 @@ class Reader:
             self._take_token(now, lease),
             after,
         )
-        conn = await self._blocker.connection()
-        behind = await self._blocker.packed(conn, script("take"), *call)
-        read, reply = await self._block(conn, watch, capacity, behind)
+        read, blocked_ms, reply = await self._block(watch, capacity, call)
         delivered = self._entries(read or [])
         self._note(delivered)
         if isinstance(reply, ResponseError):
             self.keep(delivered)  # none of them claimed: claim.lua's turn
             if not missing(reply):
                 raise reply
-            await self._blocker.forget(conn, script("take"))
-            return gateway.Taken([], [], 0, False, [])
+            await self._blocker.forget(await self._blocker.connection(), script("take"))
+            return gateway.Taken([], [], 0, False, [], 0)
         taken = gateway.taken(reply, self._queues)
         if taken.again:  # it handed back an earlier send's claims and never looked at these
             self.keep(delivered)
-        return self._taken(taken, now, lease)
+        # The leases began when the read returned, up to BLOCK_TIMEOUT after the send: by
+        # Redis' clock that is how long the read blocked (TIME went just before it).
+        return self._taken(taken, now + max(0, taken.now_ms - blocked_ms) / 1000, lease)
 
     def _take_token(self, now: float, lease: float) -> str:
         """Return take.lua's request token: a failed call's again (within a lease), else new."""
@@ -161,16 +161,17 @@ class Reader:
         Reading in the group hands an arriving entry to one idle worker only, and saves
         the second read.
         """
-        read, _ = await self._block(await self._blocker.connection(), watch, capacity)
+        read, _, _ = await self._block(watch, capacity)
         entries = self._entries(read or [])
         self._note(entries)
         return entries
 
     async def _block(
-        self, conn: Any, watch: list[str], capacity: int, behind: bytes | None = None
-    ) -> tuple[Any, Any]:
-        """Send a blocking XREADGROUP (and behind, a command Redis runs the moment it returns);
-        return both replies.
+        self, watch: list[str], capacity: int, behind: gateway.Call | None = None
+    ) -> tuple[Any, int, Any]:
+        """Send a blocking XREADGROUP, with behind (a take.lua call) right after it in the
+        same pipeline, and TIME right before it; return the read's reply, TIME's in ms and
+        behind's (an error reply as its exception).
 
         A stop or a wake ends the block with CLIENT UNBLOCK (the read returns empty), never by
         cancelling it: a cancelled read could drop entries Redis handed it.
@@ -182,12 +183,20 @@ class Reader:
             *("XREADGROUP", "GROUP", GROUP, self._worker_id, "COUNT", capacity, "BLOCK", block_ms),
             *("STREAMS", *watch, *([">"] * len(watch))),
         )
+        conn = await self._blocker.connection()
+        pipeline = [pack("CLIENT", "ID"), read]
+        if behind:
+            take = await self._blocker.packed(conn, script("take"), *behind)
+            pipeline = [pack("CLIENT", "ID"), pack("TIME"), read, take]
         try:
-            pipeline = [pack("CLIENT", "ID"), read, *([behind] if behind else [])]
             await conn.send_packed_command(pipeline)
             self._blocked_id = await conn.read_response()
             if self._stopping or self._waking:
                 self._unblock()
+            time_ms = 0
+            if behind:
+                seconds, micros = await conn.read_response()
+                time_ms = int(seconds) * 1000 + int(micros) // 1000
             reply = await conn.read_response()
             reply_behind = None
             if behind:
@@ -200,7 +209,7 @@ class Reader:
             raise
         finally:
             self._blocked_id = None
-        return reply, reply_behind
+        return reply, time_ms, reply_behind
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
         """Claim entries a blocking read brought with claim.lua; keep them if the call fails."""

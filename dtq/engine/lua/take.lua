@@ -10,12 +10,14 @@
 -- ARGV after the header: 1 worker id, 2 lease (ms), 3 capacity, 4 request token, 5 key tag,
 --   then, only behind a blocking read (see Delivered below), 3 ids per queue block (bands 0,
 --   1, 2): the newest entry id the worker knew of that stream, or '' for a stream not watched
--- Reply: {claimed, watch, read, again, left}: claimed holds the gateway's CLAIMED fields per
+-- Reply: {claimed, watch, read, again, left, now}: claimed holds the gateway's CLAIMED fields per
 --   claimed task (as claim.lua's reply); watch, present only when capacity was left, lists
 --   the open streams' keys, for the worker to block on with XREADGROUP; read counts the
 --   entries read, claimed or not (absorbed, parked by flow control, given back), so the
 --   worker reads again; again is 1 when this call's token was sent before (a resend); left
---   holds the gateway's ENTRY fields of entries read but left to claim.lua (see below).
+--   holds the gateway's ENTRY fields of entries read but left to claim.lua (see below); now
+--   is Redis' clock (ms) when the call ran (the worker dates the leases a blocked read's
+--   claim started by it).
 -- Resend: entries a send claimed are no longer new to the group, so a resend after a lost
 -- reply would read past them and leave them RUNNING and unrun until their lease ran out (the
 -- reclaim then costing an attempt). So each call marks its token (one SET ... GET, which also
@@ -53,7 +55,7 @@ if redis.call('SET', KEYS[NSHARED + NQ * QB + 1], token, 'PX', lease_ms, 'GET') 
       end
     end
   end
-  return {CLAIMED, {}, again, 1, left}
+  return {CLAIMED, {}, again, 1, left, NOW_S}
 end
 
 local function leave(qi, band, eid, task_id, idem) reply_entry(left, qi, band, eid, task_id, idem) end
@@ -89,4 +91,4 @@ if nread < want then
     end
   end
 end
-return {CLAIMED, watch, nread, 0, left}
+return {CLAIMED, watch, nread, 0, left, NOW_S}
