@@ -88,11 +88,15 @@ def start_by(claimed_at: float, lease: float) -> float:
 
 
 def refusal(att: Attempt) -> str | None:
-    """Return why the attempt's handler must not start now (its lease is gone), or None."""
-    if att.lost:
-        return "lease_lost"
+    """Return why the attempt's handler must not start now (its lease is gone), or None.
+
+    Run out by our own clock comes first: after a pause both can hold, and which one a
+    renewal noticed first must not decide the reason.
+    """
     if clock.now() >= att.lease_until:
         return "lease_expired"
+    if att.lost:
+        return "lease_lost"
     return None
 
 

@@ -108,7 +108,6 @@ class Reader:
         claim.lua, kept here): no round trip between an arrival and its handler's start.
         """
         lease = dtq_settings.lease_timeout
-        now = clock.now()
         watched = set(watch)
         after = [
             "{}-{}".format(*self._newest.get(block, (0, 0))) if stream in watched else ""
@@ -120,10 +119,10 @@ class Reader:
             self._worker_id,
             int(lease * 1000),
             capacity,
-            self._take_token(now, lease),
+            self._take_token(clock.now(), lease),
             after,
         )
-        read, blocked_ms, reply = await self._block(watch, capacity, call)
+        read, offset, reply = await self._block(watch, capacity, call)
         delivered = self._entries(read or [])
         self._note(delivered)
         if isinstance(reply, ResponseError):
@@ -135,9 +134,9 @@ class Reader:
         taken = gateway.taken(reply, self._queues)
         if taken.again:  # it handed back an earlier send's claims and never looked at these
             self.keep(delivered)
-        # The leases began when the read returned, up to BLOCK_TIMEOUT after the send: by
-        # Redis' clock that is how long the read blocked (TIME went just before it).
-        return self._taken(taken, now + max(0, taken.now_ms - blocked_ms) / 1000, lease)
+        # The leases began when the read returned, up to BLOCK_TIMEOUT after the send: take.lua's
+        # clock moved onto ours (never later than it happened there), not the send's instant.
+        return self._taken(taken, offset + taken.now_ms / 1000, lease)
 
     def _take_token(self, now: float, lease: float) -> str:
         """Return take.lua's request token: a failed call's again (within a lease), else new."""
@@ -168,10 +167,14 @@ class Reader:
 
     async def _block(
         self, watch: list[str], capacity: int, behind: gateway.Call | None = None
-    ) -> tuple[Any, int, Any]:
+    ) -> tuple[Any, float, Any]:
         """Send a blocking XREADGROUP, with behind (a take.lua call) right after it in the
-        same pipeline, and TIME right before it; return the read's reply, TIME's in ms and
-        behind's (an error reply as its exception).
+        same pipeline, and TIME right before it; return the read's reply, the offset from
+        Redis' clock to ours (s) and behind's reply (an error reply as its exception).
+
+        The offset is our lease clock read just before the send minus TIME's answer: a Redis
+        instant plus it is never later on our clock than it really was, however long a pause
+        (or a freeze of this process) fell before the send.
 
         A stop or a wake ends the block with CLIENT UNBLOCK (the read returns empty), never by
         cancelling it: a cancelled read could drop entries Redis handed it.
@@ -189,14 +192,15 @@ class Reader:
             take = await self._blocker.packed(conn, script("take"), *behind)
             pipeline = [pack("CLIENT", "ID"), pack("TIME"), read, take]
         try:
+            sent = clock.now()
             await conn.send_packed_command(pipeline)
             self._blocked_id = await conn.read_response()
             if self._stopping or self._waking:
                 self._unblock()
-            time_ms = 0
+            offset = 0.0
             if behind:
                 seconds, micros = await conn.read_response()
-                time_ms = int(seconds) * 1000 + int(micros) // 1000
+                offset = sent - (int(seconds) + int(micros) / 1_000_000)
             reply = await conn.read_response()
             reply_behind = None
             if behind:
@@ -209,7 +213,7 @@ class Reader:
             raise
         finally:
             self._blocked_id = None
-        return reply, time_ms, reply_behind
+        return reply, offset, reply_behind
 
     async def claim(self, entries: list[gateway.Entry]) -> list[Attempt]:
         """Claim entries a blocking read brought with claim.lua; keep them if the call fails."""
