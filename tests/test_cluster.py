@@ -107,6 +107,27 @@ def test_moved_after_a_switchover_is_followed(dtq_env, on_cluster):
     wait_for(finished(result))
 
 
+def test_a_running_worker_follows_a_switchover(dtq_env, on_cluster):
+    # The old primary stays up as a replica, so the worker's open connections are answered
+    # MOVED rather than dropped: its reads, claims, finalizes and renewals must reconnect.
+    dtq_env.worker()
+    first = tasks.record.enqueue(0)
+    wait_for(finished(first))
+    old = on_cluster.owner(SHARD0)
+    replica = next(
+        s
+        for s in on_cluster.servers
+        if s.alive() and s.client().info("replication").get("master_port") == old.port
+    )
+    replica.client().execute_command("CLUSTER FAILOVER")
+    wait_for(lambda: on_cluster.owner(SHARD0) is replica, timeout=20)
+    dtq_env.client = replica.client()  # for the fixture's clean-up
+    results = [tasks.record.enqueue(i) for i in range(1, 20)]
+    for result in results:
+        wait_for(finished(result), timeout=20)
+        assert result.state == dtq.TaskState.SUCCEEDED
+
+
 def test_every_script_keeps_to_one_slot(dtq_env, on_cluster):
     # A cluster node refuses a script whose keys span slots (CROSSSLOT) or live on another
     # node: a lifecycle with retries, the DLQ, a replay and a purge touches most scripts.

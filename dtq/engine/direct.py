@@ -32,6 +32,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from dtq.engine import slots
 from dtq.engine.scripts import Library, Script, library
 
 RESENDS = 6  # as many as the clients' Retry in connection.py
@@ -246,7 +247,9 @@ async def _round_trip(conn: Any, packed: bytes) -> Any:
     hiredis parser and socket timeout), without their per-call wrappers: a timer each and
     health and maintenance checks cost the worker as much as the write and the parse.
     Errors come out as theirs do: a timeout or a socket error as a drop (DROPPED), an error
-    reply raised.
+    reply raised; on a Redis Cluster a MOVED, ASK, CLUSTERDOWN or TRYAGAIN reply as a drop
+    too, after forgetting the slot map (what AsyncSlotConnection.read_response does, which
+    this bypasses), so the resend reaches the slot's primary now.
     """
     if not conn.is_connected:
         await conn.connect()
@@ -259,7 +262,12 @@ async def _round_trip(conn: Any, packed: bytes) -> Any:
         raise RedisTimeoutError("Timeout talking to Redis") from None
     except OSError as exc:
         raise RedisConnectionError(f"Error talking to Redis: {exc}") from exc
+    except ResponseError as exc:  # a parser that raises error replies instead of returning them
+        reply = exc
     if isinstance(reply, ResponseError):
+        if isinstance(reply, slots.REROUTE) and isinstance(conn, slots.AsyncSlotConnection):
+            await conn.disconnect()
+            raise slots.rerouted(conn, reply) from reply
         raise reply
     return reply
 

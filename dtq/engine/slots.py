@@ -113,7 +113,7 @@ class SlotConnection(Connection):
         try:
             return super().read_response(*args, **kwargs)
         except REROUTE as exc:
-            raise _rerouted(self, exc) from exc
+            raise rerouted(self, exc) from exc
 
 
 class AsyncSlotConnection(aioconnection.Connection):
@@ -138,10 +138,10 @@ class AsyncSlotConnection(aioconnection.Connection):
             return await super().read_response(*args, **kwargs)
         except REROUTE as exc:
             await self.disconnect()
-            raise _rerouted(self, exc) from exc
+            raise rerouted(self, exc) from exc
 
 
-def _rerouted(conn: Any, exc: ResponseError) -> RedisConnectionError:
+def rerouted(conn: Any, exc: ResponseError) -> RedisConnectionError:
     """Forget the slot map and return the ConnectionError that makes the caller resend."""
     conn.slot_map.forget()
     if isinstance(conn, Connection):
