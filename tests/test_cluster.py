@@ -89,16 +89,22 @@ def test_client_for_key_reaches_the_primary_of_the_keys_slot(dtq_env, on_cluster
     assert connection.client_for_key("a:{0}:b") is connection.get_client()
 
 
-def test_moved_after_a_switchover_is_followed(dtq_env, on_cluster):
-    tasks.record.enqueue(0)  # this thread's submit connection now points at the primary
-    old = on_cluster.owner(SHARD0)
+def switch_over(topology: LocalCluster) -> Any:
+    """Promote shard 0's replica gracefully (the old primary steps down and answers MOVED)."""
+    old = topology.owner(SHARD0)
     replica = next(
         s
-        for s in on_cluster.servers
+        for s in topology.servers
         if s.alive() and s.client().info("replication").get("master_port") == old.port
     )
-    replica.client().execute_command("CLUSTER FAILOVER")  # graceful: the old one steps down
-    wait_for(lambda: on_cluster.owner(SHARD0) is replica, timeout=20)
+    replica.client().execute_command("CLUSTER FAILOVER")
+    wait_for(lambda: topology.owner(SHARD0) is replica, timeout=20)
+    return replica
+
+
+def test_moved_after_a_switchover_is_followed(dtq_env, on_cluster):
+    tasks.record.enqueue(0)  # this thread's submit connection now points at the primary
+    replica = switch_over(on_cluster)
     # The old primary answers MOVED now: the submit reconnects to the new one instead.
     result = tasks.record.enqueue(1)
     assert replica.client().hget(dtq_env.keys.task(result.id), "state") == "QUEUED"
@@ -113,15 +119,7 @@ def test_a_running_worker_follows_a_switchover(dtq_env, on_cluster):
     dtq_env.worker()
     first = tasks.record.enqueue(0)
     wait_for(finished(first))
-    old = on_cluster.owner(SHARD0)
-    replica = next(
-        s
-        for s in on_cluster.servers
-        if s.alive() and s.client().info("replication").get("master_port") == old.port
-    )
-    replica.client().execute_command("CLUSTER FAILOVER")
-    wait_for(lambda: on_cluster.owner(SHARD0) is replica, timeout=20)
-    dtq_env.client = replica.client()  # for the fixture's clean-up
+    dtq_env.client = switch_over(on_cluster).client()  # for the fixture's clean-up
     results = [tasks.record.enqueue(i) for i in range(1, 20)]
     for result in results:
         wait_for(finished(result), timeout=20)

@@ -18,7 +18,7 @@ from dtq.engine.cron import Timing
 from dtq.engine.ids import shard_of
 from tests.chaos import analysis
 from tests.chaos.config import PERIODIC
-from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, Execution, RunData, load
+from tests.chaos.model import TERMINAL, TERMINAL_EVENTS, Execution, ProcessFault, RunData, load
 
 MAX_EXAMPLES = 8
 REDIS_LOSS_WINDOW = 2.0  # seconds before a Redis SIGKILL whose writes AOF everysec may lose
@@ -358,21 +358,28 @@ def limit_held(d: RunData) -> Check:
 
     An execution counts from its start to its end, or to the moment its worker was killed or
     frozen (a frozen worker's attempt is reclaimed after its lease and its slot handed on:
-    that is the design, not an overlap).
+    that is the design, not an overlap). A freeze a worker gives itself at a failpoint is
+    logged a few milliseconds before the SIGSTOP lands, and another thread may start a
+    handler in between: a pause still under way at a start stops that execution at once.
     """
     from tests.chaos.tasks import LIMITED_CONCURRENCY
 
-    faults: dict[int, list[float]] = defaultdict(list)
+    faults: dict[int, list[ProcessFault]] = defaultdict(list)
     for fault in d.process_faults:
-        faults[fault.pid].append(fault.t)
+        faults[fault.pid].append(fault)
     marks: list[tuple[float, int, str]] = []
     for tid, runs in d.executions.items():
         for ex in runs:
             if ex.cls != "limited":
                 continue
-            stop = min([t for t in faults[ex.pid] if t >= ex.start] + [ex.end or float("inf")])
-            if stop == float("inf"):
-                continue  # no end and no fault seen: nothing to bound it by
+            stops = [
+                max(f.t, ex.start)
+                for f in faults[ex.pid]
+                if f.t >= ex.start or (f.kind == "pause" and (f.until or 0) > ex.start)
+            ]
+            stop = min([*stops, ex.end or float("inf")])
+            if stop == float("inf") or stop <= ex.start:
+                continue  # nothing to bound it by, or stopped as it began
             marks += [(ex.start, 1, tid), (stop, -1, tid)]
     running: set[str] = set()
     most, bad = 0, []

@@ -362,6 +362,16 @@ def test_limit_held_catches_one_run_too_many_but_not_a_frozen_worker() -> None:
     frozen = run(("t1", 1, T0, T0 + 5), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.6, T0 + 1))
     frozen.process_faults.append(model.ProcessFault(T0 + 0.5, "pause", 1, "w1", "worker"))
     assert limit_held(frozen).ok
+    # Worker 1 froze itself at a failpoint, logged 3 ms before a handler on another of its
+    # threads began (the SIGSTOP lands after the log): that run stopped as it began.
+    racing = run(("t1", 1, T0, T0 + 5), ("t2", 2, T0 + 0.1, T0 + 1), ("t3", 3, T0 + 0.6, T0 + 1))
+    racing.process_faults.append(
+        model.ProcessFault(T0 - 0.003, "pause", 1, "w1", "worker", until=T0 + 4)
+    )
+    assert limit_held(racing).ok
+    # A pause that ended before the run began does not stop it.
+    racing.process_faults[0] = model.ProcessFault(T0 - 2, "pause", 1, "w1", "worker", until=T0 - 1)
+    assert not limit_held(racing).ok
     left = run()
     left.snapshot["leftovers"]["limit_waiting"] = 1
     assert not limit_held(left).ok
