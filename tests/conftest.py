@@ -143,7 +143,10 @@ class Env:
         """Return the handler executions recorded so far (optionally of one task name)."""
         if not self.witness_path.exists():
             return []
-        rows = [json.loads(line) for line in self.witness_path.read_text().splitlines() if line]
+        # A worker may be writing a line right now: a reader can see part of it, so only lines
+        # that reached their newline count (the rest shows up on the next read).
+        lines = self.witness_path.read_text().split("\n")[:-1]
+        rows = [json.loads(line) for line in lines if line]
         return [r for r in rows if task is None or r["task"] == task]
 
     @property
