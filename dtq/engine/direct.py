@@ -262,12 +262,9 @@ async def _round_trip(conn: Any, packed: bytes) -> Any:
         raise RedisTimeoutError("Timeout talking to Redis") from None
     except OSError as exc:
         raise RedisConnectionError(f"Error talking to Redis: {exc}") from exc
-    except ResponseError as exc:  # a parser that raises error replies instead of returning them
-        reply = exc
     if isinstance(reply, ResponseError):
         if isinstance(reply, slots.REROUTE) and isinstance(conn, slots.AsyncSlotConnection):
-            await conn.disconnect()
-            raise slots.rerouted(conn, reply) from reply
+            raise await conn.rerouted(reply) from reply
         raise reply
     return reply
 

@@ -113,7 +113,7 @@ class SlotConnection(Connection):
         try:
             return super().read_response(*args, **kwargs)
         except REROUTE as exc:
-            raise rerouted(self, exc) from exc
+            raise _rerouted(self, exc) from exc
 
 
 class AsyncSlotConnection(aioconnection.Connection):
@@ -137,11 +137,16 @@ class AsyncSlotConnection(aioconnection.Connection):
         try:
             return await super().read_response(*args, **kwargs)
         except REROUTE as exc:
-            await self.disconnect()
-            raise rerouted(self, exc) from exc
+            raise await self.rerouted(exc) from exc
+
+    async def rerouted(self, exc: ResponseError) -> RedisConnectionError:
+        """Drop this connection after a reply that says the slot is served elsewhere now;
+        return the ConnectionError that makes the caller resend (see _rerouted)."""
+        await self.disconnect()
+        return _rerouted(self, exc)
 
 
-def rerouted(conn: Any, exc: ResponseError) -> RedisConnectionError:
+def _rerouted(conn: Any, exc: ResponseError) -> RedisConnectionError:
     """Forget the slot map and return the ConnectionError that makes the caller resend."""
     conn.slot_map.forget()
     if isinstance(conn, Connection):
