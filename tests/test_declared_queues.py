@@ -53,6 +53,20 @@ def test_explicit_queues_are_the_only_ones(dtq_env):
     nothing_of(dtq_env, "other")
 
 
+def test_a_queue_undeclared_after_a_submit_is_refused_on_the_next(dtq_env):
+    # A submit remembers the options it checked; a setting change must make it check again.
+    other = tasks.record.using(queue_name="other")
+    other.enqueue()
+    other.enqueue_many([((), {})])
+    dtq_env.configure(QUEUES=["default", "tests"])
+    with pytest.raises(UnknownQueue, match=r"'other' is not declared"):
+        other.enqueue()
+    with pytest.raises(dtq.BulkSubmitError) as refused:
+        other.enqueue_many([((), {})])
+    assert isinstance(refused.value.errors[0], UnknownQueue)
+    assert read_side.queue_overview("other")["queued"] == 2
+
+
 def test_a_task_that_names_its_queues_accepts_only_those(dtq_env):
     picky.using(queue_name="picky-b").enqueue()
     with pytest.raises(UnknownQueue, match=r"not accepted by task 'tests\.declared\.picky'"):
