@@ -87,3 +87,37 @@ def test_new_ids_carry_time_and_shard_and_sort_by_creation():
     assert first < later
     assert (ids.shard_of(first), ids.shard_of(later)) == (0, 1023)
     assert abs(ids.created_ms(later) - time.time() * 1000) < 1000
+
+
+def test_ids_made_at_once_in_threads_and_in_a_forked_child_never_repeat():
+    import os
+    import threading
+    import warnings
+
+    from dtq.engine import ids
+
+    made: list[str] = []
+    ids.new_id()  # the parent holds draws a child would reuse if it kept them
+    workers = [
+        threading.Thread(target=lambda: made.extend(ids.new_id() for _ in range(2000)))
+        for _ in range(4)
+    ]
+    for worker in workers:
+        worker.start()
+    for worker in workers:
+        worker.join()
+    read, write = os.pipe()
+    with warnings.catch_warnings():  # other tests' threads may live on: the child only writes
+        warnings.simplefilter("ignore", DeprecationWarning)
+        pid = os.fork()
+    if pid == 0:  # the child: its next ids, to the parent
+        os.write(write, " ".join(ids.new_id() for _ in range(300)).encode())
+        os._exit(0)
+    os.close(write)
+    os.waitpid(pid, 0)
+    with os.fdopen(read) as pipe:
+        child = pipe.read().split()
+    parent = [ids.new_id() for _ in range(300)]
+    random_parts = [i[12:] for i in made + child + parent]
+    assert len(child) == 300
+    assert len(set(random_parts)) == len(random_parts)
