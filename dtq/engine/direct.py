@@ -25,7 +25,8 @@ import os
 import threading
 import time
 import weakref
-from typing import Any
+from collections.abc import Callable
+from typing import Any, Protocol
 
 from hiredis import pack_command
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -121,6 +122,14 @@ _pinned = threading.local()
 Call = tuple[list[Any], list[Any]]  # (KEYS, ARGV) of one script call
 
 
+class Calls(Protocol):
+    """Script calls by position: a list, or calls built the first time they are asked for."""
+
+    def __len__(self) -> int: ...
+
+    def __getitem__(self, i: int, /) -> Call: ...
+
+
 def _own_connection(pool: Any) -> Any:
     """Return this thread's own connection of pool, made the first time it is needed.
 
@@ -170,13 +179,18 @@ def call_script(client: Any, script: Script, keys: list[Any], args: list[Any]) -
 
 
 def call_script_many(
-    client: Any, script: Script, calls: list[Call], window: int = 500
+    client: Any,
+    script: Script,
+    calls: Calls,
+    window: int = 500,
+    decode: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """Run a registered script once per (keys, args), pipelined `window` calls per write.
 
-    The next window is packed and sent before the replies of the last one are read, so the
-    client's work overlaps the server's and at most two windows of replies are held.
-    Replies come back in order; an error reply is returned as its exception, not raised.
+    The next window is packed (and calls built on demand, built) and sent before the replies
+    of the last one are read, so the client's work overlaps the server's and at most two
+    windows of replies are held. Replies come back in order, each through decode when given;
+    an error reply is returned as its exception, not raised.
     Calls answered NOSCRIPT or "Function not found" did not run: the script (or library) is
     loaded and only they are sent again. After a dropped connection every call of the round
     is sent again (every hot script is safe to receive twice).
@@ -189,7 +203,7 @@ def call_script_many(
         unran: list[int] = []
         try:
             way = _way(conn)
-            _send_windows(conn, way, script, calls, todo, window, replies, unran)
+            _send_windows(conn, way, script, calls, todo, window, (replies, unran, decode))
             if unran:
                 if resend == RESENDS:
                     raise NoScriptError(f"{script.name} is still not loaded after {RESENDS} loads")
@@ -207,15 +221,19 @@ def call_script_many(
     return replies
 
 
+# Where _read_replies puts what it reads: replies by position, the positions answered
+# "missing" (not run), and the decoder of a reply (None: kept as read).
+_Sink = tuple[list[Any], list[int], Callable[[Any], Any] | None]
+
+
 def _send_windows(
     conn: Any,
     way: Library | None,
     script: Script,
-    calls: list[Call],
+    calls: Calls,
     todo: list[int],
     window: int,
-    replies: list[Any],
-    unran: list[int],
+    sink: _Sink,
 ) -> None:
     """Send the calls of todo a window at a time, reading each window's replies one later."""
     in_flight: list[list[int]] = []
@@ -224,20 +242,23 @@ def _send_windows(
         conn.send_packed_command([pack_call(way, script, *calls[i]) for i in batch])
         in_flight.append(batch)
         if len(in_flight) > 1:
-            _read_replies(conn, in_flight.pop(0), replies, unran)
+            _read_replies(conn, in_flight.pop(0), sink)
     for batch in in_flight:
-        _read_replies(conn, batch, replies, unran)
+        _read_replies(conn, batch, sink)
 
 
-def _read_replies(conn: Any, batch: list[int], replies: list[Any], unran: list[int]) -> None:
+def _read_replies(conn: Any, batch: list[int], sink: _Sink) -> None:
+    replies, unran, decode = sink
     for i in batch:
         try:
-            replies[i] = conn.read_response()
+            reply = conn.read_response()
         except ResponseError as exc:
             if missing(exc):
                 unran.append(i)
             else:
                 replies[i] = exc
+            continue
+        replies[i] = reply if decode is None else decode(reply)
 
 
 async def _round_trip(conn: Any, packed: bytes) -> Any:

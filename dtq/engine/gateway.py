@@ -20,7 +20,7 @@ from typing import Any, NamedTuple
 from dtq.conf import dtq_settings
 from dtq.engine import codec, layout
 from dtq.engine.connection import routed
-from dtq.engine.direct import AsyncCaller, call_script, call_script_many
+from dtq.engine.direct import AsyncCaller, Calls, call_script, call_script_many
 from dtq.engine.executor import Attempt, Outcome
 from dtq.engine.keys import Keys
 from dtq.engine.layout import TaskRef
@@ -265,26 +265,27 @@ def submit(client: Any, call: Call) -> list[Submitted]:
     return SUBMITTED.decode(_call(client, "submit_one", call))
 
 
-def by_primary(client: Any, calls: list[Call]) -> list[tuple[Any, list[int]]]:
-    """Group calls by the client of their keys' primary: (client, positions in calls).
+def by_primary(client: Any, tags: list[str]) -> list[tuple[Any, list[int]]]:
+    """Group calls by the client of their keys' primary: (client, positions in tags).
 
-    One group on one server or with one shard; on a Redis Cluster one per primary.
+    tags holds a key of each call (Keys.tag of its shard). One group on one server or with
+    one shard; on a Redis Cluster one per primary.
     """
     groups: dict[int, tuple[Any, list[int]]] = {}
-    for position, call in enumerate(calls):
-        target = routed(client, call[0])
+    for position, tag in enumerate(tags):
+        target = routed(client, [tag])
         groups.setdefault(id(target), (target, []))[1].append(position)
     return list(groups.values())
 
 
-def submit_many(client: Any, calls: list[Call]) -> list[list[Submitted] | Exception]:
-    """Run many submit.lua calls of one primary (see by_primary) pipelined.
+def submit_many(client: Any, calls: Calls) -> list[list[Submitted] | Exception]:
+    """Run many submit.lua calls of one primary (see by_primary) pipelined, one call a write.
 
-    A call refused whole is its exception.
+    A call refused whole is its exception. Each reply is decoded as it is read, while Redis
+    runs the next call.
     """
-    client = routed(client, calls[0][0]) if calls else client
-    replies = call_script_many(client, script("submit"), calls)
-    return [r if isinstance(r, Exception) else SUBMITTED.decode(r) for r in replies]
+    client = routed(client, calls[0][0]) if len(calls) else client
+    return call_script_many(client, script("submit"), calls, window=1, decode=SUBMITTED.decode)
 
 
 # ----- the worker: read, claim, finalize, skip, renew ----------------------------------------
