@@ -174,11 +174,13 @@ def test_each_task_of_a_bulk_call_gets_its_own_shape(dtq_env):
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
     outcomes = {}
     units = submit._units(_mixed_shapes(), 0, {})  # one per shard
-    for unit, (key_list, argv) in zip(units, [submit._Calls(units)[i] for i in range(len(units))]):
+    calls = submit._Calls(units)
+    for i, unit in enumerate(units):
+        key_list, argv = calls[i]
         script = Scripts.of(routed(get_client(), key_list)).submit
         first = script(keys=key_list, args=argv)
         assert script(keys=key_list, args=argv) == first
-        outcomes.update({p: (first[4 * i], first[4 * i + 2]) for i, p in enumerate(unit.positions)})
+        outcomes.update({p: (first[4 * j], first[4 * j + 2]) for j, p in enumerate(unit.positions)})
     assert [outcomes[p] for p in sorted(outcomes)] == [
         ("ok", "QUEUED"),
         ("ok", "PENDING"),
