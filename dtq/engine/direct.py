@@ -182,14 +182,14 @@ def call_script_many(
     client: Any,
     script: Script,
     calls: Calls,
-    window: int = 500,
+    window: int = 1,
     decode: Callable[[Any], Any] | None = None,
 ) -> list[Any]:
     """Run a registered script once per (keys, args), pipelined `window` calls per write.
 
-    The next window is packed (and calls built on demand, built) and sent before the replies
-    of the last one are read, so the client's work overlaps the server's and at most two
-    windows of replies are held. Replies come back in order, each through decode when given;
+    The next window is packed (a call built on demand is built then) and sent before the
+    replies of the last one are read, so the client's work overlaps the server's and at most
+    two windows of replies are held. Replies come back in order, each through decode when given;
     an error reply is returned as its exception, not raised.
     Calls answered NOSCRIPT or "Function not found" did not run: the script (or library) is
     loaded and only they are sent again. After a dropped connection every call of the round

@@ -285,7 +285,7 @@ def submit_many(client: Any, calls: Calls) -> list[list[Submitted] | Exception]:
     runs the next call.
     """
     client = routed(client, calls[0][0]) if len(calls) else client
-    return call_script_many(client, script("submit"), calls, window=1, decode=SUBMITTED.decode)
+    return call_script_many(client, script("submit"), calls, decode=SUBMITTED.decode)
 
 
 # ----- the worker: read, claim, finalize, skip, renew ----------------------------------------

@@ -231,7 +231,7 @@ def with_task_id(sub: Submission) -> Submission:
 class _Unit(NamedTuple):
     """One submit.lua call's worth of validated tasks: one shard's, at most MANY_CHUNK."""
 
-    start: int  # offset in the submissions of the chunk they came from
+    start: int  # where the chunk its tasks came from starts in the submissions
     shard: int
     tasks: list[gateway.NewTask]
     positions: list[int]  # of each task in its chunk, in reply order
