@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 
-from redis_cost import private_redis  # noqa: E402
+from redis_cost import private_redis
 
 COMMAND = b"*3\r\n$5\r\nLPUSH\r\n$1\r\nq\r\n$3\r\nabc\r\n"
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from dtq.conf import dtq_settings
-from dtq.engine import codec, layout, shards
+from dtq.engine import codec, gateway, layout, shards
 from dtq.engine import events as events_of
 from dtq.engine.audit import Actor
 from dtq.engine.keys import BANDS, GROUP, Keys
@@ -52,17 +52,16 @@ def claim_by_hand(
     k, argv = layout.build(keys(shard), [queue], refs, layout=layout.of("claim"))
     lease_ms = int(dtq_settings.lease_timeout * 1000)
     reply = scripts.claim(keys=k, args=[*argv, worker, lease_ms, *args])
-    rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
     return [
         {
-            "id": r[0],
-            "entry": r[1],
-            "band": int(r[3]),
-            "attempt": int(r[6]),
-            "idem": r[10] or "",
+            "id": att.id,
+            "entry": att.entry,
+            "band": att.band,
+            "attempt": att.attempt,
+            "idem": att.idem,
             "worker": worker,
         }
-        for r in rows
+        for att in gateway.CLAIMED.decode(reply)
     ]
 
 

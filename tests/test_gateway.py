@@ -67,8 +67,9 @@ def test_an_attempts_claim_fields_are_the_claimed_reply() -> None:
 def test_a_decoded_reply_is_built_by_field_name() -> None:
     [entry] = gateway.ENTRY.decode(["2", "0", "1-1", "t1", ""])
     assert entry == gateway.Entry(queue_index=2, band=0, entry="1-1", task_id="t1", idem="")
-    [att] = gateway.CLAIMED.decode(["t", "1-1", 1, 1, "n", "[]", 3, 5, "", "{}", ""])
+    [att] = gateway.CLAIMED.decode(["t", "1-1", 1, 1, "n", "[]", 3, 5, "", "{}", "", "", "9"])
     assert (att.attempt, att.max_attempts, att.timeout, att.queue_index) == (3, 5, None, 1)
+    assert (att.queued_ms, att.claimed_ms) == (0, 9)  # '': a record without the time
 
 
 def test_constants_come_from_protocol_only() -> None:
@@ -76,7 +77,7 @@ def test_constants_come_from_protocol_only() -> None:
     for name in ("STATE_ORDER", "TERMINAL", "COUNTER", "LATENCY_BUCKETS"):
         assert f"local {name} =" not in lib, f"{name} is generated from protocol.py"
         assert f"local {name} = {{" in scripts.lib_text()
-    text = scripts.source("finalize")
+    text = scripts.source("claim")  # limit_wait, counted by admit()
     buckets = ", ".join(map(str, protocol.LATENCY_BUCKETS_MS))
     assert f"local LATENCY_BUCKETS = {{{buckets}}}" in text
 
@@ -109,9 +110,8 @@ def test_every_event_kind_a_script_emits_is_documented() -> None:
     emitted = set()
     for path in LUA.iterdir():
         # emit/event('KIND', ...) or an event written directly (submit.lua: '{"type":"KIND", ...').
-        for via_emit, direct in re.findall(
-            r"\b(?:emit|event)\('(TASK_\w+)'|\"type\":\"(TASK_\w+)\"", path.read_text()
-        ):
+        pattern = r"\b(?:emit|event|event_of_many)\('(TASK_\w+)'|\"type\":\"(TASK_\w+)\""
+        for via_emit, direct in re.findall(pattern, path.read_text()):
             emitted.add(via_emit or direct)
     assert len(emitted) > 10, "the emit() pattern is stale"
     lifecycle = (DTQ.parent / "docs" / "task-lifecycle.md").read_text()

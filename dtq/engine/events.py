@@ -87,9 +87,30 @@ def decode(entries: list[Any]) -> list[dict[str, Any]]:
         # The events of one script call share its entry, and so its stream id.
         for event in found if isinstance(found, list) else [found]:
             if isinstance(event, dict):
-                event["id"] = stream_id
-                events.append(event)
+                events.extend(_each_task(event, stream_id))
     return events
+
+
+def _each_task(event: dict[str, Any], stream_id: str) -> list[dict[str, Any]]:
+    """Return an event as one per task: a hot event of many tasks (lib.lua's event_of_many)
+    lists them in `tasks`, their attempts in `attempts`, the same place."""
+    tasks, attempts = event.pop("tasks", None), event.pop("attempts", None)
+    if not isinstance(tasks, list) or not isinstance(attempts, list):
+        event["id"] = stream_id
+        return [event]
+    head = {"type": event.pop("type", None)}
+    return [
+        {
+            **head,
+            "task": task,
+            "queue": event.get("queue"),
+            "state": event.get("state"),
+            "attempt": attempt,
+            **event,
+            "id": stream_id,
+        }
+        for task, attempt in zip(tasks, attempts, strict=False)
+    ]
 
 
 def _newest(prefix: str | None, count: int) -> list[list[Any]]:

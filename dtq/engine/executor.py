@@ -33,6 +33,11 @@ def _optional_float(value: Any) -> float | None:
     return float(value) if value not in (None, "") else None
 
 
+def _ms(value: Any) -> int:
+    """Decode a Redis clock reading (ms) sent as '' when the record has none: 0."""
+    return int(value) if value not in (None, "") else 0
+
+
 @dataclass(slots=True, eq=False)
 class Attempt:
     """One claimed attempt of a task, held by this worker until finalized."""
@@ -50,6 +55,10 @@ class Attempt:
     timeout: float | None = field(metadata={"claim": _optional_float})
     retry: str = field(metadata={"claim": str})
     idem: str = field(metadata={"claim": str})
+    # Redis' clock (ms) when this attempt's delivery was queued and when it was claimed: the
+    # wait the worker counts in its queue's histogram (dtq.engine.latency).
+    queued_ms: int = field(default=0, metadata={"claim": _ms})
+    claimed_ms: int = field(default=0, metadata={"claim": _ms})
     queue: str = ""
     workflow: str = ""  # the workflow this task is a member of ('' for none)
     workflow_member: int = 0  # and its index there

@@ -16,6 +16,7 @@ from dtq.engine import failpoints, gateway, workflows
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, Outcome, has_finished_hook, report_finished
 from dtq.engine.keys import Keys
+from dtq.engine.latency import Latencies
 from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
 
@@ -34,14 +35,17 @@ class Finalizer:
         runner: Runner,
         on_flushed: Callable[[], None],
         refusals: WriteRefusals,
+        latencies: Latencies,
     ) -> None:
         self._keys = keys
         self._worker_id = worker_id
         self._runner = runner  # releases each attempt once its outcome is recorded
         self._on_flushed = on_flushed  # after each batch: the worker may stop or read again
         self._refusals = refusals
+        self._latencies = latencies  # where a recorded attempt's run time is counted
         self._caller = AsyncCaller(client)
         self.outbox: list[tuple[Attempt, Outcome]] = []
+        self._ran_ms: dict[str, float] = {}  # entry -> how long its handler ran (ms)
         self.processed = 0
         self._flush_now = asyncio.Event()
         self._added = asyncio.Event()  # an outcome joined the outbox
@@ -50,6 +54,8 @@ class Finalizer:
     def add(self, att: Attempt, outcome: Outcome) -> None:
         """Queue an outcome; flush at once when it starts a batch or fills one."""
         self.outbox.append((att, outcome))
+        if outcome.kind != "skip":
+            self._ran_ms[att.entry] = (time.time() - att.started_at) * 1000
         self._added.set()
         if len(self.outbox) >= dtq_settings.FINALIZE_BATCH or len(self.outbox) == 1:
             self._flush_now.set()
@@ -88,6 +94,7 @@ class Finalizer:
             del self.outbox[: len(batch)]
             for att, _ in batch:
                 self._runner.release(att)
+                self._ran_ms.pop(att.entry, None)
             self.processed += len(ran)
             if failpoints.ACTIVE:
                 failpoints.hit("worker.after_finalize")
@@ -138,6 +145,10 @@ class Finalizer:
             self._caller, self._keys, batch, bool(dtq_settings.DLQ_ENABLED), self._worker_id
         )
         self._report_finished(batch, decided)
+        for (att, _), decision in zip(batch, decided, strict=True):
+            ran = self._ran_ms.get(att.entry)
+            if ran is not None and decision.applied:
+                self._latencies.observe(self._keys.shard, att.queue, "run", ran)
         wf_ids = list(dict.fromkeys(att.workflow for att, _ in batch if att.workflow))
         if wf_ids:
             # finalize counted the members; submit what became ready (the reaper does it for

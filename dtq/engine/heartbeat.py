@@ -17,6 +17,7 @@ from dtq.conf import dtq_settings
 from dtq.engine import clock, gateway, ids, registry, shards
 from dtq.engine.direct import AsyncCaller
 from dtq.engine.executor import Attempt, start_by
+from dtq.engine.latency import Latencies
 from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
 
@@ -34,6 +35,7 @@ class Heartbeat:
         runner: Runner,
         describe: Callable[[float], dict[str, Any]],
         refusals: WriteRefusals,
+        latencies: Latencies,
     ) -> None:
         self._client = clients[shards.HOME]  # the worker registry's
         self._keys = shards.keys(shards.HOME)
@@ -42,6 +44,8 @@ class Heartbeat:
         self._runner = runner  # whose held attempts are renewed
         self._describe = describe  # what the read side shows about this worker, at a time
         self._refusals = refusals
+        self._latencies = latencies  # written to the queues' stats hashes at every beat
+        self._clients = clients
         # The heartbeat owns its script connections: the fetch and flush loops run meanwhile.
         self._callers = {
             shard: (shards.keys(shard), AsyncCaller(client)) for shard, client in clients.items()
@@ -76,6 +80,10 @@ class Heartbeat:
                     failed = failed or exc
                     continue
                 self._apply_renewals(attempts, statuses, start_by(sent, lease))
+        try:
+            await self.add_latencies()
+        except RedisError as exc:
+            failed = failed or exc
         pipe = self._client.pipeline(transaction=False)
         pipe.zadd(self._keys.workers, {self._worker_id: now})
         pipe.hset(self._keys.worker(self._worker_id), mapping=self._describe(now))
@@ -84,9 +92,35 @@ class Heartbeat:
         if failed is not None:
             raise failed
 
+    async def add_latencies(self) -> None:
+        """Add the latency counts observed since the last beat to their queues' stats hashes.
+
+        One pipelined HINCRBY per field; counts of a shard whose pipeline failed are kept for
+        the next beat (a reply lost after Redis applied them counts them twice: statistics).
+        """
+        by_shard: dict[int, dict[tuple[int, str], dict[str, int]]] = {}
+        for place, fields in self._latencies.take().items():
+            by_shard.setdefault(place[0], {})[place] = fields
+        failed: RedisError | None = None
+        for shard, counts in by_shard.items():
+            keys = shards.keys(shard)
+            pipe = self._clients[shard].pipeline(transaction=False)
+            for (_, queue), fields in counts.items():
+                for name, n in fields.items():
+                    pipe.hincrby(keys.stats(queue), name, n)
+            try:
+                await pipe.execute()
+            except RedisError as exc:
+                self._latencies.put_back(counts)
+                failed = failed or exc
+        if failed is not None:
+            raise failed
+
     async def deregister(self) -> None:
-        """Leave the worker registry, unless entries are still pending under our name."""
+        """Write the last latency counts, then leave the worker registry, unless entries are
+        still pending under our name."""
         try:
+            await self.add_latencies()
             holding = 0
             for keys, caller in self._callers.values():
                 holding += await gateway.forget_consumer_async(

@@ -22,6 +22,7 @@ from dtq.engine import codec, failpoints, gateway, ids, shards
 from dtq.engine.executor import Attempt, HandlerPool, Outcome
 from dtq.engine.finalizer import MAX_BACKOFF, Finalizer
 from dtq.engine.heartbeat import Heartbeat
+from dtq.engine.latency import Latencies
 from dtq.engine.reader import Reader
 from dtq.engine.refusals import WriteRefusals
 from dtq.engine.runner import Runner
@@ -70,6 +71,7 @@ class Worker:
             for shard, client in self._clients.items()
         ]
         self._first_reader = 0  # the shard a batch read starts at, in turn: none starves
+        self.latencies = Latencies()  # counted here and by the finalizers, written by the heartbeat
         self.runner = Runner(
             self.worker_id,
             concurrency,
@@ -86,6 +88,7 @@ class Worker:
                 self.runner,
                 self._flushed,
                 self.refusals,
+                self.latencies,
             )
             for shard, client in self._clients.items()
         }
@@ -96,6 +99,7 @@ class Worker:
             self.runner,
             self._describe,
             self.refusals,
+            self.latencies,
         )
 
     # ----- lifecycle -------------------------------------------------------------------
@@ -364,7 +368,11 @@ class Worker:
     def _start_all(self, attempts: list[Attempt]) -> None:
         if failpoints.ACTIVE and attempts:
             failpoints.hit("worker.after_claim")  # before any handler can start on the pool
+        one_shard = len(self.readers) == 1
         for att in attempts:
+            if att.queued_ms:
+                shard = self.readers[0].shard if one_shard else ids.shard_of(att.id)
+                self.latencies.observe(shard, att.queue, "wait", att.claimed_ms - att.queued_ms)
             self._start(att)
 
     def _start(self, att: Attempt) -> None:

@@ -34,7 +34,7 @@ for ti = 1, NT do
   -- The fence and what a success needs, and no more: each field read costs ~2.4 kIr (its
   -- reply to Lua) and a scan of the record (a missing one scans it whole), so the fields only
   -- a rare branch uses are read there, and the task id comes from the key (tk ends with it).
-  local r = redis.call('HMGET', tk, 'state', 'delivery', 'attempt', 'started_at', 'lh')
+  local r = redis.call('HMGET', tk, 'state', 'delivery', 'attempt', 'lh')
   local state = r[1]
   local id = state and string.sub(tk, -22)  -- ids.py: 22 characters, at the key's end
   local fenced = state ~= 'RUNNING' or r[2] ~= eid or r[3] ~= attempt
@@ -57,11 +57,10 @@ for ti = 1, NT do
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, state or 'GONE', attempt, {entry = eid})
     reply_decided(out, '', 0)
   else
-    observe(qi, 'run', NOW - tonumber(r[4] or NOW))
     zset(KEYS[K_RUNNING], id, false)
-    if r[5] and r[5] ~= '' then  -- the attempt's slots pass to waiters
+    if r[4] and r[4] ~= '' then  -- the attempt's slots pass to waiters
       local f = redis.call('HMGET', tk, 'name', 'lim')
-      release(tk, id, qi, f[1], f[2], r[5], nil)
+      release(tk, id, qi, f[1], f[2], r[4], nil)
     end
     local fields, decided
     if outcome == 'success' then
@@ -79,7 +78,7 @@ for ti = 1, NT do
       tally(qi, 'active', -1)
       decided = 'SUCCEEDED'
       redis.call('SET', rk, data, 'PXAT', result_deadline())
-      event('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
+      event_of_many('TASK_SUCCEEDED', id, qi, 'SUCCEEDED', attempt)
       settle_idempotency(tk, ik, 'completed', idem)
       wf_note(ti, id, qi, 'SUCCEEDED', data)
     else
