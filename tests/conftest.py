@@ -198,7 +198,7 @@ class Env:
                 stream = keys.stream(queue, band)
                 if client.exists(stream) and client.xinfo_groups(stream):
                     pending += int(client.xpending(stream, GROUP)["pending"])
-            running += client.zcard(keys.running)
+            running += client.zcard(keys.index(queue, "RUNNING"))  # by lease deadline
             schedule += client.zcard(keys.schedule)
         return {"pending": pending, "running": running, "schedule": schedule}
 

@@ -7,7 +7,7 @@ from typing import Any
 import pytest
 
 from dtq.conf import dtq_settings
-from dtq.engine import layout, ops
+from dtq.engine import gateway, layout, ops
 from dtq.engine.connection import get_client
 from dtq.engine.reaper import Reaper
 from tests.conftest import wait_for
@@ -33,11 +33,10 @@ def read_and_claim_call(queue: str = "tests", n: int = 10, worker: str = "w1") -
 
 
 def claimed_rows(reply: list[Any], worker: str = "w1") -> list[dict[str, Any]]:
-    rows = [reply[i : i + 11] for i in range(0, len(reply), 11)]
     return [
-        {"id": r[0], "entry": r[1], "band": int(r[3]), "attempt": int(r[6]), "idem": r[10] or ""}
+        {"id": a.id, "entry": a.entry, "band": a.band, "attempt": a.attempt, "idem": a.idem}
         | {"worker": worker}
-        for r in rows
+        for a in gateway.CLAIMED.decode(reply)
     ]
 
 

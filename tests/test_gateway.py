@@ -234,6 +234,6 @@ def _assignment(constants: str, const: str) -> tuple[str, str]:
 
 
 def test_the_hot_scripts_get_fewer_keys_than_the_full_layout() -> None:
-    assert layout.LAYOUTS.keys() == {"submit", "read", "claim", "take", "finalize"}
+    assert layout.LAYOUTS.keys() == {"submit", "read", "claim", "take", "finalize", "renew"}
     for own in layout.LAYOUTS.values():
         assert len(own.shared) + len(own.queue) + len(own.task) < 24

@@ -133,7 +133,7 @@ def test_reclaim(dtq_env: Any, twice: Twice) -> None:
     task_id = tasks.record.enqueue(1).id
     claim_by_hand("tests", 1)
     dtq_env.client.hset(keys().task(task_id), "lease", 0)
-    dtq_env.client.zadd(keys().running, {task_id: 0})
+    dtq_env.client.zadd(keys().index("tests", "RUNNING"), {task_id: 0})
     gateway.reclaim(get_client(), keys(), [layout.TaskRef(task_id, "tests")], True)
     [(first, again)] = twice.of("reclaim")
     assert first[0] == 1 and again[:2] == [0, 0]  # the second finds it requeued already
@@ -238,7 +238,8 @@ def test_a_claim_found_again_after_its_lease_ran_out_is_not_handed_back(dtq_env:
     assert [att.id for att in first] == [task_id] and again == []
     record = read_side.get_task(task_id)
     assert record is not None and (record["state"], record["attempt"]) == ("RUNNING", 1)
-    assert dtq_env.client.zscore(keys().running, task_id) is not None  # the reaper's to reclaim
+    running = keys().index("tests", "RUNNING")
+    assert dtq_env.client.zscore(running, task_id) is not None  # the reaper's to reclaim
     assert dtq_env.stats().get("absorbed", 0) == 0  # nor absorbed: its entry stays pending
 
 

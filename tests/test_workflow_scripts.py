@@ -120,7 +120,7 @@ def test_reclaim_to_the_dlq_counts_the_member_and_stops_the_chain(dtq_env: Env) 
     claimed = claim_by_hand(n=1)[0]
     client = get_client()
     client.hset(dtq_env.keys.task(claimed["id"]), "lease", 1)  # its worker died long ago
-    client.zadd(dtq_env.keys.running, {claimed["id"]: 1})
+    client.zadd(dtq_env.keys.index("tests", "RUNNING"), {claimed["id"]: 1})
     assert Reaper().reclaim_expired_leases() == 1
     wk = dtq_env.keys.workflow(result.id)
     assert client.hget(wk, "s:0") == "DEAD_LETTERED"

@@ -436,9 +436,15 @@ async def renew(
     caller: AsyncCaller, keys: Keys, held: Sequence[Attempt], lease_ms: int
 ) -> list[int]:
     """Renew held leases: per attempt 0 lost, 1 renewed, 2 renewed and cancel requested."""
+    queues: list[str] = []
     refs = [TaskRef(att.id, att.queue) for att in held]
-    args = [a for att in held for a in (att.id, att.entry, att.attempt)]
-    reply = await caller.script(script("renew"), *_build(keys, [], refs, lease_ms, *args))
+    args = [
+        a
+        for att in held
+        for a in (layout.queue_index(queues, att.queue), att.id, att.entry, att.attempt)
+    ]
+    call = _build(keys, queues, refs, lease_ms, *args, name="renew")
+    reply = await caller.script(script("renew"), *call)
     return [int(v) for v in reply]
 
 

@@ -93,7 +93,11 @@ class Keys:
         return self._k("schedule")
 
     @property
-    def running(self) -> str:
+    def legacy_running(self) -> str:
+        """The shard's lease index of earlier versions, now each queue's RUNNING index.
+
+        Nothing writes it any more; the reaper's retention sweep deletes what an upgrade left.
+        """
         return self._k("running")
 
     @property

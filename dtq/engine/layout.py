@@ -26,7 +26,7 @@ class TaskRef:
 STREAMS = ("stream0", "stream1", "stream2")  # one per priority band
 # Flow control (lib.lua): limits (hash), held slots, waiting line, rate meters (zsets).
 LIMIT_KEYS = ("limits", "held", "wait", "rate")
-SHARED = ("schedule", "running", "events", "queues", "paused", "throughput", "dlq_index")
+SHARED = ("schedule", "events", "queues", "paused", "throughput", "dlq_index")
 QUEUE = (
     *(str(state) for state in STATE_ORDER),
     "stats",
@@ -39,7 +39,7 @@ TASK = ("record", "result", "idem")
 SHARED_LUA = dict(
     zip(
         SHARED,
-        ("K_SCHEDULE", "K_RUNNING", "K_EVENTS", "K_QUEUES", "K_PAUSED", "K_TP", "K_DLQIX"),
+        ("K_SCHEDULE", "K_EVENTS", "K_QUEUES", "K_PAUSED", "K_TP", "K_DLQIX"),
         strict=True,
     )
 )
@@ -114,18 +114,18 @@ LAYOUTS = {
     ),
     "read": Layout(shared=("paused",), queue=STREAMS, task=()),
     "claim": Layout(
-        shared=("schedule", "running", "events", "paused", "throughput"),
+        shared=("schedule", "events", "paused", "throughput"),
         queue=CLAIM_QUEUE,
         task=("record", "idem"),
     ),
     # take.lua reads and claims: claim's keys, its task keys built in the script (take.lua).
     "take": Layout(
-        shared=("schedule", "running", "events", "paused", "throughput"),
+        shared=("schedule", "events", "paused", "throughput"),
         queue=CLAIM_QUEUE,
         task=(),
     ),
     "finalize": Layout(
-        shared=("schedule", "running", "events", "throughput", "dlq_index"),
+        shared=("schedule", "events", "throughput", "dlq_index"),
         queue=(
             "RUNNING",
             "RETRYING",
@@ -141,6 +141,8 @@ LAYOUTS = {
             *LIMIT_KEYS,
         ),
     ),
+    # A held attempt's lease deadline is its score in its queue's RUNNING index.
+    "renew": Layout(shared=(), queue=("RUNNING",), task=("record",)),
 }
 
 
@@ -158,7 +160,6 @@ def shared_keys(keys: Keys, layout: Layout = FULL) -> list[str]:
 def _shared_keys(keys: Keys, layout: Layout, minute: int) -> tuple[str, ...]:
     every = {
         "schedule": keys.schedule,
-        "running": keys.running,
         "events": keys.events,
         "queues": keys.queues,
         "paused": keys.paused,

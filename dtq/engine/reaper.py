@@ -13,7 +13,7 @@ from dtq.engine.declared import declared
 from dtq.engine.keys import BANDS, GROUP, Keys
 from dtq.engine.layout import STATE_ORDER
 from dtq.engine.periodic import Periodic
-from dtq.engine.state import TERMINAL_STATES
+from dtq.engine.state import TERMINAL_STATES, TaskState
 
 RETENTION_EVERY = 60.0  # seconds between retention sweeps
 FORGET_BATCH = 100  # undeclared queues looked at per retention sweep
@@ -99,10 +99,22 @@ class Reaper(Periodic):
         return sum(self._reclaim(keys) for keys in shards.every())
 
     def _reclaim(self, keys: Keys) -> int:
-        ids = self.due(keys, keys.running, dtq_settings.REAPER_BATCH)
-        if not ids:
+        # Each queue's RUNNING index is scored by lease deadline: its due members are the
+        # leases that ran out (reclaim.lua judges each by the record's own lease).
+        due: list[tuple[str, str]] = []
+        for queue in self._known_queues(keys):
+            left = dtq_settings.REAPER_BATCH - len(due)
+            if left <= 0:
+                break
+            due += [(queue, i) for i in self.due(keys, keys.index(queue, TaskState.RUNNING), left)]
+        if not due:
             return 0
-        refs = self.task_refs(keys, ids)
+        ids = [task_id for _, task_id in due]
+        # The queue is the index's: a record gone or moved still leaves that index's entry.
+        refs = [
+            layout.TaskRef(task_id, queue, ref.idem)
+            for (queue, task_id), ref in zip(due, self.task_refs(keys, ids), strict=True)
+        ]
         places = workflows.places_of(keys, ids)  # a member dead-lettered here is counted there
         client = shards.client(keys.shard)
         requeued, dead, _ = gateway.reclaim(client, keys, refs, self.use_dlq, places)
@@ -225,6 +237,7 @@ class Reaper(Periodic):
                 for state in STATE_ORDER:
                     if state in TERMINAL_STATES:
                         pipe.zremrangebyscore(keys.index(queue, state), "-inf", cutoff_ms)
+            pipe.delete(keys.legacy_running)  # no longer written: see Keys.legacy_running
             pipe.execute()
             for queue in queues:
                 # a script: the DLQ index loses the same entries

@@ -46,7 +46,7 @@ def every_shard(prefix: str) -> list[tuple[int, redis.Redis, Keys]]:
 def leftovers_of(client: redis.Redis, keys: Keys) -> dict[str, int]:
     """Return everything still in flight in one shard; all zero once it is drained."""
     pipe = client.pipeline(transaction=False)
-    pipe.zcard(keys.running)
+    pipe.zcard(keys.index(QUEUE, "RUNNING"))  # the leases (scored by deadline)
     pipe.zcard(keys.schedule)
     for state in NOT_DONE:
         pipe.zcard(keys.index(QUEUE, state))
@@ -129,7 +129,7 @@ def _shard(client: redis.Redis, keys: Keys, idem_keys: list[str]) -> dict[str, A
     pipe.hgetall(keys.stats(QUEUE))
     pipe.xrange(keys.dlq(QUEUE))
     pipe.zrange(keys.schedule, 0, -1)
-    pipe.zrange(keys.running, 0, -1)
+    pipe.zrange(keys.index(QUEUE, "RUNNING"), 0, -1)
     for state in STATE_ORDER:
         pipe.zrange(keys.index(QUEUE, state), 0, -1)
     for key in idem_keys:

@@ -57,7 +57,6 @@ for ti = 1, NT do
     emit('TASK_STALE_COMPLETION_REJECTED', id or '', qi, state or 'GONE', attempt, {entry = eid})
     reply_decided(out, '', 0)
   else
-    zset(KEYS[K_RUNNING], id, false)
     if r[4] and r[4] ~= '' then  -- the attempt's slots pass to waiters
       local f = redis.call('HMGET', tk, 'name', 'lim')
       release(tk, id, qi, f[1], f[2], r[4], nil)

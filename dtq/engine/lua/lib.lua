@@ -7,11 +7,13 @@
 --
 -- Every script receives KEYS in its layout (dtq/engine/layout.py; the full layout unless the
 -- script has its own, which leaves out keys it never uses), built in this order:
---   shared keys, any of: schedule (zset), running (zset id -> lease deadline ms),
---                         events (stream), queues (set), paused (set), throughput bucket (hash),
+--   shared keys, any of: schedule (zset), events (stream), queues (set), paused (set),
+--                         throughput bucket (hash),
 --                         DLQ index (hash task id -> '<queue> <DLQ entry id>')
 --   then one block of QB keys per queue (ARGV[1] blocks), any of:
---                         9 state indexes (zset id -> ms, IX[state] places them), stats (hash),
+--                         9 state indexes (zset id -> ms, IX[state] places them: when the
+--                         task entered the state, but RUNNING's is the lease deadline, which
+--                         the reaper reads), stats (hash),
 --                         dlq (stream), stream band 0, band 1, band 2 (all three, adjacent),
 --                         flow control: limits (hash), held slots (zset), waiting line (zset),
 --                         rate meters (zset)
@@ -60,16 +62,17 @@ end
 
 local function qkey(qi, offset) return KEYS[NSHARED + (qi - 1) * QB + offset] end
 local function qname(qi) return ARGV[7 + qi] end
+local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
+-- A state's index key place in this script's queue blocks; a state the layout leaves out is an
+-- error, never a silently skipped index write.
+local function index_of(state) return IX[state] or error('no ' .. state .. ' index in this layout') end
+
 -- band: digits (a record's, ARGV's) or a number; the digits need no tonumber (~1.5 kIr, per
 -- acknowledged task).
 local function stream_key(qi, band)
   local b = band == '1' and 1 or band == '0' and 0 or band == '2' and 2 or tonumber(band)
   return qkey(qi, Q_STREAM0 + b)
 end
-local function tkey(ti, offset) return KEYS[NSHARED + NQ * QB + (ti - 1) * TB + offset] end
--- A state's index key place in this script's queue blocks; a state the layout leaves out is an
--- error, never a silently skipped index write.
-local function index_of(state) return IX[state] or error('no ' .. state .. ' index in this layout') end
 
 -- A queue index sent as digits -> its number, with no tonumber (~1.5 kIr) per task once a
 -- call has seen it (a library keeps the table from call to call).
@@ -635,8 +638,7 @@ local function reclaim_lost(tk, ik, id, qi, use_dlq)
   add_history(tk, cjson.encode({attempt = attempt, worker = r[5],
     started_at = (tonumber(r[6]) or NOW) / 1000, ended_at = NOW / 1000, outcome = 'lost',
     error = 'dtq.WorkerLost', message = message}))
-  zset(KEYS[K_RUNNING], id, false)
-  redis.call('HDEL', tk, 'lease')
+  redis.call('HDEL', tk, 'lease')  -- move() below takes it out of the RUNNING index
   release(tk, id, qi, r[7], r[8], r[9], nil)  -- a dead worker's slots free with its lease
   ack(qi, band, eid)
   count(qi, 'reclaimed')
@@ -933,7 +935,7 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     -- lease ran out.
     if tonumber(mine[2] or '0') > NOW then
       redis.call('HSET', tk, 'lease', claim_lease_at)
-      zset(KEYS[K_RUNNING], id, claim_lease_at)
+      zset(qkey(qi, IX.RUNNING), id, claim_lease_at)
       -- The record's attempt digits, as the first claim sent them.
       reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
         r[9] or '{}', idem, r[10], NOW_S)
@@ -965,7 +967,6 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     ack(qi, band, eid)  -- it waits for a slot or a token (admit recorded where)
   else
     local started = attempt_after(attempt)
-    zset(KEYS[K_RUNNING], id, claim_lease_at)
     -- The hot path, written directly: what move(QUEUED -> RUNNING) writes, without its
     -- generic tables, and no updated_at: while it runs, that is started_at (decode_record).
     -- Fields new to the record go in the order later reads want them (started_at first).
@@ -977,7 +978,7 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
         'lease', claim_lease_at, 'worker', claim_worker)
     end
     zset(qkey(qi, IX.QUEUED), id, false)
-    zset(qkey(qi, IX.RUNNING), id, NOW_S)
+    zset(qkey(qi, IX.RUNNING), id, claim_lease_at)  -- the reaper's: by lease deadline
     count(qi, COUNTER.RUNNING)
     event_of_many('TASK_STARTED', id, qi, 'RUNNING', started, claim_started_by)  -- digits
     -- The worker counts the wait histogram from the last two (dtq/engine/latency.py).

@@ -16,10 +16,10 @@ for ti = 1, NT do
   local tk, ik = tkey(ti, T_RECORD), tkey(ti, T_IDEM)
   local r = redis.call('HMGET', tk, 'state', 'lease')
   if r[1] ~= 'RUNNING' then
-    redis.call('ZREM', KEYS[K_RUNNING], id)  -- index entry left behind; nothing to reclaim
+    redis.call('ZREM', qkey(qi, IX.RUNNING), id)  -- left behind; nothing to reclaim
     skipped = skipped + 1
   elseif tonumber(r[2] or '0') > NOW then
-    redis.call('ZADD', KEYS[K_RUNNING], r[2], id)  -- renewed since the reaper looked
+    redis.call('ZADD', qkey(qi, IX.RUNNING), r[2], id)  -- renewed since the reaper looked
     skipped = skipped + 1
   elseif reclaim_lost(tk, ik, id, qi, use_dlq) == 'dead' then
     dead = dead + 1

@@ -42,7 +42,6 @@ for ti = 1, NT do
     local skips = cjson.encode(list)
     local extra = {worker = worker, reason = reason, entry = eid}
     if id and r[2] == 'RUNNING' and r[3] == eid and r[4] == attempt then
-      redis.call('ZREM', KEYS[K_RUNNING], id)
       redis.call('HDEL', tk, 'lease')
       release(tk, id, qi, r[6], r[7], r[8], nil)  -- the next claim asks for slots again
       ack(qi, band, eid)
