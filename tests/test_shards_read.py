@@ -17,6 +17,7 @@ from django.urls import reverse
 
 from dtq.engine import bulk_jobs, events, gateway, ids, ops, read_side, shards
 from dtq.engine.events import EventFeed
+from dtq.engine.latency import Latencies
 from dtq.engine.read_side import query
 from dtq.engine.read_side.budget import read_budget
 from dtq.engine.read_side.shard_pipe import ShardPipeline
@@ -102,9 +103,15 @@ def test_queue_names_and_counts_sum_every_shard(sharded):
 
 
 def test_latency_histograms_and_dlq_sizes_sum_every_shard(sharded):
+    latencies = Latencies()  # what workers count, each shard's in that shard's stats
     for shard in range(SHARDS):
         enqueue_on(shard, n=2)
         dead_letter_by_hand(2, shard=shard)
+        latencies.observe(shard, "tests", "wait", 3)
+        latencies.observe(shard, "tests", "wait", 30_000)
+    for (shard, queue), fields in latencies.take().items():
+        for name, n in fields.items():
+            shards.client(shard).hincrby(shards.keys(shard).stats(queue), name, n)
     row = read_side.queue_overview("tests")
     assert row["dlq"] == 2 * SHARDS
     assert row["latency"]["wait"]["count"] == 2 * SHARDS
