@@ -301,6 +301,9 @@ class Settings:
         1.0, number(0, above=False, check_id=12, hint="0 flushes every outcome at once.")
     )
     WORKER_CONCURRENCY: int = setting(16, number(whole=True))
+    PREFETCH_LIMIT: int = setting(
+        32, number(0, above=False, whole=True, check_id=38, hint="0 never claims ahead.")
+    )
     # REST API (dtq.api)
     # bearer token that may read /metrics and ready/ without a user
     METRICS_TOKEN: str | None = setting(

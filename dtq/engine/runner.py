@@ -6,6 +6,7 @@ import asyncio
 import collections
 import contextlib
 import logging
+import time
 from collections.abc import Callable
 from concurrent.futures import Executor, Future
 from functools import partial
@@ -50,25 +51,47 @@ class Runner:
         self.stuck: set[Attempt] = set()
         self.running = 0  # claimed attempts whose handler has not returned yet
         self.claimed = 0
+        # Attempts claimed ahead of a free slot (prefetched), started in order as slots free.
+        self.waiting: collections.deque[Attempt] = collections.deque()
+        self.run_time = 0.0  # seconds a handler took lately (a moving average; 0: none yet)
+        self._began: dict[str, float] = {}  # entry -> when its handler was handed to run
         self._inbox: collections.deque[tuple[Attempt, Outcome]] = collections.deque()
         self._inbox_wakeup = False
 
     @property
     def free(self) -> int:
-        """How many more attempts this worker can claim now.
+        """How many more attempts this worker can claim now to start them at once."""
+        return self.claimable(0)
+
+    def claimable(self, ahead: int) -> int:
+        """How many more attempts to claim now, `ahead` of them beyond the free slots.
 
         A slot is free once its handler returns, so the next batch is read and claimed while
-        the last one is being finalized; entries awaiting finalize are capped at one more
-        batch (held <= 2 x concurrency). Stuck threads keep their slot.
+        the last one is being finalized; outcomes awaiting finalize are capped at as many as
+        may run and wait (held <= 2 x (concurrency + ahead)). Stuck threads keep their slot.
         """
-        running = self._concurrency - self.running - len(self.stuck)
-        return min(running, 2 * self._concurrency - len(self.held) - len(self.stuck))
+        most = self._concurrency + ahead - len(self.stuck)
+        return min(most - self.running - len(self.waiting), 2 * most - len(self.held))
 
     def start(self, att: Attempt) -> None:
-        """Hold a claimed attempt and start its handler (on the loop's thread)."""
+        """Hold a claimed attempt and start its handler now, or once a slot frees."""
         self.held[att.entry] = att
         self.claimed += 1
+        if self.waiting or self.running + len(self.stuck) >= self._concurrency:
+            self.waiting.append(att)
+        else:
+            self._begin(att)
+
+    def give_back_waiting(self) -> list[Attempt]:
+        """Return (and stop holding as waiting) the attempts claimed ahead and not started."""
+        waiting = list(self.waiting)
+        self.waiting.clear()
+        return waiting
+
+    def _begin(self, att: Attempt) -> None:
+        """Start an attempt's handler (on the loop's thread)."""
         self.running += 1
+        self._began[att.entry] = time.monotonic()
         if is_plain_sync(att):
             # Fast path: no asyncio task or future per attempt; outcomes come back in batches.
             loop = asyncio.get_running_loop()
@@ -158,6 +181,11 @@ class Runner:
     def _finished(self, att: Attempt, outcome: Outcome) -> None:
         att.done = True
         self.running -= 1
+        began = self._began.pop(att.entry, None)
+        if began is not None and outcome.kind != "skip":
+            took = time.monotonic() - began
+            self.run_time += (took - self.run_time) / (8 if self.run_time else 1)
+        self._start_waiting()
         self._on_change()
         if failpoints.ACTIVE and outcome.kind != "skip":
             failpoints.hit("worker.after_handler")
@@ -180,7 +208,13 @@ class Runner:
 
     def _unstick(self, att: Attempt) -> None:
         self.stuck.discard(att)
+        self._start_waiting()
         self._on_change()
+
+    def _start_waiting(self) -> None:
+        """Start attempts claimed ahead while slots are free, in the order they were claimed."""
+        while self.waiting and self.running + len(self.stuck) < self._concurrency:
+            self._begin(self.waiting.popleft())
 
 
 def _call_on_loop(loop: asyncio.AbstractEventLoop, callback: Any, *args: Any) -> None:

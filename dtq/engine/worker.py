@@ -19,7 +19,7 @@ from redis.exceptions import RedisError
 
 from dtq.conf import dtq_settings
 from dtq.engine import codec, failpoints, gateway, ids, shards
-from dtq.engine.executor import Attempt, HandlerPool, Outcome
+from dtq.engine.executor import Attempt, HandlerPool, Outcome, skipped
 from dtq.engine.finalizer import MAX_BACKOFF, Finalizer
 from dtq.engine.heartbeat import Heartbeat
 from dtq.engine.latency import Latencies
@@ -29,6 +29,21 @@ from dtq.engine.runner import Runner
 
 log = logging.getLogger("dtq.worker")
 T = TypeVar("T")
+
+
+def claim_ahead(concurrency: int, trip: float, run_time: float) -> int:
+    """Return how many attempts a busy worker claims beyond its free slots: those it expects
+    to start within one read's round trip (`trip` s; handlers take `run_time` s), so over a
+    network its slots do not wait on the read. None for handlers slower than the trip; at
+    most PREFETCH_LIMIT.
+
+    An attempt claimed ahead holds its lease from the claim: were the worker killed, it
+    would count as an attempt (reclaimed, 'worker lost') although its handler never ran;
+    these are the attempts it would have started within a round trip.
+    """
+    if run_time <= 0 or trip <= 0:
+        return 0
+    return min(dtq_settings.PREFETCH_LIMIT, int(concurrency * trip / run_time))
 
 
 class Worker:
@@ -185,10 +200,13 @@ class Worker:
         self.stop()
 
     def stop(self) -> None:
-        """Stop taking new tasks; running ones finish and are finalized."""
+        """Stop taking new tasks; running ones finish and are finalized, and those claimed
+        ahead of a slot are given back (skip.lua) for other workers to start now."""
         self.stopping = True
         for reader in self.readers:
             reader.stop()
+        for att in self.runner.give_back_waiting():
+            self._outcome(att, skipped(att, self.worker_id, "worker_stopping"))
         self._poke()
 
     def _poke(self) -> None:
@@ -226,13 +244,13 @@ class Worker:
     async def _fetch_once(self) -> None:
         capacity = self._capacity()
         if capacity <= 0:
-            if self.max_tasks and self.runner.claimed >= self.max_tasks:
+            if self.max_tasks and self.runner.claimed >= self.max_tasks and not self.runner.waiting:
                 self.stop()  # the drain finalizes what was claimed
                 return
             self._changed.clear()
             await self._changed.wait()
             return
-        if self.runner.running and capacity < self.concurrency:
+        if self.runner.running and capacity < self._batch():
             await self._gather_slots()
             capacity = self._capacity()
         backlog = [r for r in self.readers if r.unclaimed and not r.resting()]
@@ -265,7 +283,7 @@ class Worker:
         trip = min(r.round_trip for r in self.readers)
         wait = min(dtq_settings.FINALIZE_FLUSH_MS / 1000, trip / 2)
         deadline = time.monotonic() + wait
-        while self.runner.running and self._capacity() < self.concurrency and not self.stopping:
+        while self.runner.running and self._capacity() < self._batch() and not self.stopping:
             left = deadline - time.monotonic()
             if left <= 0:
                 return
@@ -273,9 +291,22 @@ class Worker:
             with contextlib.suppress(TimeoutError):
                 await asyncio.wait_for(self._changed.wait(), left)
 
+    def _ahead(self) -> int:
+        """How many attempts to claim beyond the free slots now (claim_ahead; busy only)."""
+        if not self.runner.running or self.stopping:
+            return 0
+        trip = min(r.round_trip for r in self.readers)
+        return claim_ahead(self.concurrency, trip, self.runner.run_time)
+
+    def _batch(self) -> int:
+        """The capacity worth a read of its own: every slot, or with attempts claimed ahead,
+        half of all a worker may hold (one read in flight covers what the others run)."""
+        return max(self.concurrency, (self.concurrency + self._ahead()) // 2)
+
     def _capacity(self) -> int:
-        """How many more attempts to claim now (free slots, and what --max-tasks leaves)."""
-        capacity = self.runner.free
+        """How many more attempts to claim now (free slots and those to claim ahead, within
+        what --max-tasks leaves)."""
+        capacity = self.runner.claimable(self._ahead())
         if self.max_tasks:
             capacity = min(capacity, self.max_tasks - self.runner.claimed)
         return capacity

@@ -1,9 +1,10 @@
 -- skip.lua: drop attempts whose handler never started because the worker found their lease
--- gone (run out by its own clock, or reported lost by a renewal); give back those still ours.
+-- gone (run out by its own clock, or reported lost by a renewal) or stopped before it reached
+-- them (claimed ahead of a free slot); give back those still ours.
 -- KEYS: lib layout with the batch's queue blocks and one task block per attempt.
 -- ARGV after the header: 1 worker id,
 --   then 6 fields per attempt, in task-block order: queue index, band, entry id, attempt,
---   reason ('lease_expired' | 'lease_lost'), skip entry (JSON {attempt, worker, entry, reason,
+--   reason ('lease_expired' | 'lease_lost' | 'worker_stopping'), skip entry (JSON {attempt, worker, entry, reason,
 --   at}) appended to the record's 'skips' list
 -- Reply: one integer per attempt: 1 given back, 0 no longer ours (reclaimed, finished or gone:
 --   only recorded), 2 recorded already (this call sent again).
