@@ -222,20 +222,23 @@ def submit_one_call(keys: Keys, task: NewTask) -> Call:
     if task.idempotency_key:
         key_list.append(keys.idempotency(task.queue, task.idempotency_key))
     args: list[Any] = [
-        task.id,
         task.payload,
         task.name,
         task.queue,
-        task.priority,
         task.band,
         task.max_attempts,
         codec.dumps(task.retry),
-        task.delay_ms,
-        task.max_depth,
         dtq_settings.EVENT_STREAM_MAXLEN,
-        task.idempotency_key or "",
-        task.fingerprint,
     ]
+    # The rest only when set (each argument costs Redis its parsing and a Lua string).
+    if task.priority:
+        args += ("priority", task.priority)
+    if task.delay_ms:
+        args += ("delay", task.delay_ms)
+    if task.max_depth:
+        args += ("depth", task.max_depth)
+    if task.idempotency_key:
+        args += ("idem", task.idempotency_key, "fp", task.fingerprint)
     if task.expires_at:
         args += ("expires_at", task.expires_at)
     if task.timeout is not None:

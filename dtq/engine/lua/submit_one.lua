@@ -2,14 +2,16 @@
 -- with keys and arguments of its own and written flat, so that the hottest call costs Redis
 -- as little as it can: no ARGV header or queue and task blocks (each argument ~1 kIr), none
 -- of lib.lua's per-call prelude, no TIME, no table but the reply and the record's fields.
--- KEYS (gateway.submit_one_call): 1 task record, 2 queue stats, 3 the task's stream (its
---   queue and band) or, delayed, the schedule, 4 the queue's QUEUED index or, delayed, its
---   PENDING index, 5 events, 6 throughput bucket, 7 queue registry, 8 idempotency record
---   (only with a key)
--- ARGV: 1 task id, 2 payload (JSON), 3 task name, 4 queue, 5 priority, 6 band, 7 max attempts,
---   8 retry policy (JSON), 9 delay (ms, '0' = now), 10 queue depth limit ('0' = none),
---   11 event stream max length, 12 idempotency key ('' = none), 13 payload fingerprint,
---   then the record's optional fields as name, value pairs (expires_at, timeout, lim)
+-- KEYS (gateway.submit_one_call): 1 task record (its key ends with the task id), 2 queue
+--   stats, 3 the task's stream (its queue and band) or, delayed, the schedule, 4 the queue's
+--   QUEUED index or, delayed, its PENDING index, 5 events, 6 throughput bucket, 7 queue
+--   registry, 8 idempotency record (only with a key)
+-- ARGV: 1 payload (JSON), 2 task name, 3 queue, 4 band, 5 max attempts, 6 retry policy
+--   (JSON), 7 event stream max length, then name, value pairs only for what a task has (an
+--   argument costs Redis ~1.2 kIr: most tasks have none of these): 'priority' (missing: 0),
+--   'delay' (ms; missing: now), 'depth' (the queue's depth limit; missing: none), 'idem' and
+--   'fp' (idempotency key, payload fingerprint), and the record's optional fields
+--   (expires_at, timeout, lim)
 -- Reply: the gateway's SUBMITTED fields (reply_submitted), as submit.lua's for its one task.
 -- Resend: as submit.lua: a record that exists is this call sent again (or an id reused):
 -- its state and created at are the answer, and nothing is written.
@@ -19,7 +21,8 @@
 -- Numbers go to redis.call as strings ('1'): Redis formats a Lua number argument with
 -- snprintf('%.17g'), ~2 kIr each (lib.lua's NOW_S).
 local out = {}
-local id, rk, stats = ARGV[1], KEYS[1], KEYS[2]
+local rk, stats = KEYS[1], KEYS[2]
+local id = string.sub(rk, -22)  -- ids.py: 22 characters, at the key's end
 if redis.call('EXISTS', rk) == 1 then
   local prior = redis.call('HMGET', rk, 'state', 'created_at')
   if prior[1] then
@@ -27,13 +30,30 @@ if redis.call('EXISTS', rk) == 1 then
     return out
   end
 end
-local idem = ARGV[12]
+local delay, depth, idem, fp, priority = '0', '0', '', '', nil
+local more = {}  -- the record's optional fields
+for i = 8, #ARGV, 2 do
+  local name, value = ARGV[i], ARGV[i + 1]
+  if name == 'delay' then
+    delay = value
+  elseif name == 'depth' then
+    depth = value
+  elseif name == 'idem' then
+    idem = value
+  elseif name == 'fp' then
+    fp = value
+  elseif name == 'priority' then
+    priority = value
+  else
+    more[#more + 1], more[#more + 2] = name, value
+  end
+end
 if idem ~= '' then
   -- The record carries its task's progress, so no other task's key is needed here.
   local rec = redis.call('HMGET', KEYS[8], 'task', 'fp', 'state')
   if rec[1] then
     local kind = 'duplicate'
-    if rec[2] ~= ARGV[13] then
+    if rec[2] ~= fp then
       kind = 'conflict'
     elseif rec[3] == 'processing' then
       kind = 'in_progress'
@@ -43,18 +63,18 @@ if idem ~= '' then
   end
 end
 local active = redis.call('HINCRBY', stats, 'active', '1')
-if ARGV[10] ~= '0' and active > tonumber(ARGV[10]) then
+if depth ~= '0' and active > tonumber(depth) then
   redis.call('HINCRBY', stats, 'active', '-1')
   reply_submitted(out, 'full', active - 1, '', '')
   return out
 end
 
-local q, delay, now, state, counted = ARGV[4], ARGV[9], nil, 'QUEUED', 'submitted_queued'
+local q, now, state, counted = ARGV[3], nil, 'QUEUED', 'submitted_queued'
 -- The record, in submit.lua's order (see there): its 2nd value (state), 4th (delivery), the
 -- 20th and 26th (times) are set below.
-local f = {'state', state, 'delivery', '', 'attempt', '0', 'band', ARGV[6], 'queue', q,
-  'name', ARGV[3], 'payload', ARGV[2], 'max_attempts', ARGV[7], 'retry', ARGV[8],
-  'enqueued_at', '', 'opt', (#ARGV > 13 or idem ~= '') and '1' or '', 'id', id,
+local f = {'state', state, 'delivery', '', 'attempt', '0', 'band', ARGV[4], 'queue', q,
+  'name', ARGV[2], 'payload', ARGV[1], 'max_attempts', ARGV[5], 'retry', ARGV[6],
+  'enqueued_at', '', 'opt', (#more > 0 or idem ~= '') and '1' or '', 'id', id,
   'created_at', ''}
 if delay == '0' then
   local eid
@@ -76,20 +96,20 @@ else
   redis.call('ZADD', KEYS[4], now, id)
 end
 local k = 26
-if ARGV[5] ~= '0' then f[27], f[28], k = 'priority', ARGV[5], 28 end  -- a missing one is 0
-for i = 14, #ARGV do
+if priority then f[27], f[28], k = 'priority', priority, 28 end  -- a missing one is 0
+for i = 1, #more do
   k = k + 1
-  f[k] = ARGV[i]
+  f[k] = more[i]
 end
 if idem ~= '' then f[k + 1], f[k + 2] = 'idem', idem end
 redis.call('HSET', rk, unpack(f))
-redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[11], '*', 'e',
+redis.call('XADD', KEYS[5], 'MAXLEN', '~', ARGV[7], '*', 'e',
   '{"type":"TASK_SUBMITTED","task":"' .. id .. '","queue":"' .. q .. '","state":"' .. state ..
-  '","attempt":0,"ts":' .. now .. ',"name":' .. cjson.encode(ARGV[3]) .. '}')
+  '","attempt":0,"ts":' .. now .. ',"name":' .. cjson.encode(ARGV[2]) .. '}')
 if idem ~= '' then
   -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
   -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
-  redis.call('HSET', KEYS[8], 'task', id, 'fp', ARGV[13], 'state', 'processing')
+  redis.call('HSET', KEYS[8], 'task', id, 'fp', fp, 'state', 'processing')
 end
 if redis.call('HINCRBY', stats, counted, '1') == 1 then redis.call('SADD', KEYS[7], q) end
 if redis.call('HINCRBY', KEYS[6], q .. ':' .. counted, '1') == 1 then
