@@ -925,7 +925,8 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     redis.call('HSET', tk, 'delivery', eid)  -- the entry a released slot added for it
     current = true
   end
-  local mine = state == 'RUNNING' and current and redis.call('HMGET', tk, 'worker', 'lease')
+  local mine = state == 'RUNNING' and current and
+    redis.call('HMGET', tk, 'worker', 'lease', 'started_at')
   if mine and mine[1] == claim_worker then
     -- redis-py resent this call because a dropped connection lost its reply (Redis restarted
     -- after the claim). A worker never reads an entry twice, so this is that claim: absorbing
@@ -936,9 +937,9 @@ local function claim_entry(qi, band, eid, tk, ik, guarded)
     if tonumber(mine[2] or '0') > NOW then
       redis.call('HSET', tk, 'lease', claim_lease_at)
       zset(qkey(qi, IX.RUNNING), id, claim_lease_at)
-      -- The record's attempt digits, as the first claim sent them.
+      -- The record's attempt digits and claim time, as the first claim sent them.
       reply_claimed(CLAIMED, id, eid, qi, band, name, r[7], attempt, r[8], timeout,
-        r[9] or '{}', idem, r[10], NOW_S)
+        r[9] or '{}', idem, r[10], mine[3])
     end
   elseif state ~= 'QUEUED' or not current then
     ack(qi, band, eid)
