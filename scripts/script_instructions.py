@@ -76,6 +76,11 @@ def start(work: str, server: str = "system") -> tuple[subprocess.Popen[bytes], i
     return proc, port
 
 
+def dump_counts(pid: int, label: str) -> None:
+    """Have callgrind write the counts so far to a new dump file."""
+    subprocess.run(["callgrind_control", "-d", label, str(pid)], capture_output=True, check=True)
+
+
 async def rounds(port: int, pid: int, n: int, batch: int) -> None:
     """Run a warm-up round and a measured one, with a callgrind dump after each phase."""
     import redis.asyncio
@@ -90,11 +95,6 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
     caller = AsyncCaller(redis.asyncio.Redis(port=port, decode_responses=True))
     keys, queues, worker = Keys("dtqir", 0), ["demo"], "script-ir"
 
-    def dump(label: str) -> None:
-        subprocess.run(
-            ["callgrind_control", "-d", label, str(pid)], capture_output=True, check=True
-        )
-
     def submit(n: int) -> None:
         for i in range(0, n, 200):
             subs = [Submission(name=add.name, queue="demo", args=(j, 1)) for j in range(i, i + 200)]
@@ -102,30 +102,30 @@ async def rounds(port: int, pid: int, n: int, batch: int) -> None:
 
     for _ in ("warm-up", "measured"):
         submit(n)
-        dump("submitted")
+        dump_counts(pid, "submitted")
         reads = await read_all(caller, keys, queues, worker, batch, n)
-        dump("read")
+        dump_counts(pid, "read")
         claims = [await gateway.claim(caller, keys, queues, e, worker, 60000) for e in reads]
-        dump("claim")
+        dump_counts(pid, "claim")
         for attempts in claims:
             done = [(att, Outcome("success", "2", '{"attempt":1}')) for att in attempts]
             decided = await gateway.finalize(caller, keys, done, True, worker)
             if not all(d.state == "SUCCEEDED" for d in decided):
                 raise RuntimeError(f"finalize refused a success: {decided}")
-        dump("finalize")
+        dump_counts(pid, "finalize")
         submit(n)
-        dump("submitted")
+        dump_counts(pid, "submitted")
         takes = []
         for token in range(n):
             taken = await gateway.take(caller, keys, queues, worker, 60000, batch, str(token))
             if not taken.attempts:
                 break
             takes.append(taken.attempts)
-        dump("take")
+        dump_counts(pid, "take")
         for attempts in takes:
             done = [(att, Outcome("success", "2", '{"attempt":1}')) for att in attempts]
             await gateway.finalize(caller, keys, done, True, worker)
-        dump("finalized")
+        dump_counts(pid, "finalized")
 
 
 async def idle_rounds(port: int, pid: int, n: int) -> None:
@@ -145,7 +145,7 @@ async def idle_rounds(port: int, pid: int, n: int) -> None:
     reader, caller = Reader(client, keys, ["demo"], worker), AsyncCaller(client)
     for _ in ("warm-up", "measured"):
         watch = (await reader.take(8)).watch
-        subprocess.run(["callgrind_control", "-d", "idle", str(pid)], capture_output=True)
+        dump_counts(pid, "idle")
         attempts = []
         for i in range(n):
             blocked = asyncio.get_running_loop().create_task(reader.wait_and_take(watch, 8))
@@ -156,12 +156,12 @@ async def idle_rounds(port: int, pid: int, n: int) -> None:
                 raise RuntimeError(f"an arrival was not taken alone: {taken}")
             attempts += taken.attempts
             watch = taken.watch or watch
-        subprocess.run(["callgrind_control", "-d", "arrived", str(pid)], capture_output=True)
+        dump_counts(pid, "arrived")
         for att in attempts:
             await gateway.finalize(
                 caller, keys, [(att, Outcome("success", "2", "{}"))], True, worker
             )
-        subprocess.run(["callgrind_control", "-d", "finalized", str(pid)], capture_output=True)
+        dump_counts(pid, "finalized")
 
 
 def totals(work: str) -> list[int]:
@@ -193,7 +193,7 @@ def main() -> None:
         setup_in_process(port, "dtqir", work)
         if opts.idle:
             asyncio.run(idle_rounds(port, proc.pid, opts.n))
-            time.sleep(0.5)
+            time.sleep(0.5)  # the last dump is written asynchronously
             arrived, finalized = totals(work)[-2:]
             print(
                 f"kIr per task: submit, blocking read and take {arrived / opts.n / 1000:6.1f}"
