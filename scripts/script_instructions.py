@@ -10,7 +10,8 @@ phase. Slow (~45 s); run it on two commits to compare.
 
 --idle counts instead what one arrival costs an idle worker, the low-rate path: the worker
 blocked in XREADGROUP with take.lua behind it (dtq.engine.reader.Reader.wait_and_take), one
-task submitted, the read served and the take claiming it; then that task's finalize alone.
+task submitted, the read served and the take claiming it; then that task's finalize alone,
+before the next arrival (as at a low rate: each task is done before the next comes).
 
     .venv/bin/python scripts/script_instructions.py [--batch 8] [-n 400] [--idle]
 """
@@ -146,7 +147,6 @@ async def idle_rounds(port: int, pid: int, n: int) -> None:
     for _ in ("warm-up", "measured"):
         watch = (await reader.take(8)).watch
         dump_counts(pid, "idle")
-        attempts = []
         for i in range(n):
             blocked = asyncio.get_running_loop().create_task(reader.wait_and_take(watch, 8))
             await asyncio.sleep(0.05)  # the read is blocked by then
@@ -154,14 +154,12 @@ async def idle_rounds(port: int, pid: int, n: int) -> None:
             taken = await blocked
             if len(taken.attempts) != 1:
                 raise RuntimeError(f"an arrival was not taken alone: {taken}")
-            attempts += taken.attempts
-            watch = taken.watch or watch
-        dump_counts(pid, "arrived")
-        for att in attempts:
+            dump_counts(pid, "arrived")
             await gateway.finalize(
-                caller, keys, [(att, Outcome("success", "2", "{}"))], True, worker
+                caller, keys, [(taken.attempts[0], Outcome("success", "2", "{}"))], True, worker
             )
-        dump_counts(pid, "finalized")
+            dump_counts(pid, "finalized")
+            watch = taken.watch or watch
 
 
 def totals(work: str) -> list[int]:
@@ -194,7 +192,8 @@ def main() -> None:
         if opts.idle:
             asyncio.run(idle_rounds(port, proc.pid, opts.n))
             time.sleep(0.5)  # the last dump is written asynchronously
-            arrived, finalized = totals(work)[-2:]
+            counts = totals(work)[-2 * opts.n :]
+            arrived, finalized = sum(counts[0::2]), sum(counts[1::2])
             print(
                 f"kIr per task: submit, blocking read and take {arrived / opts.n / 1000:6.1f}"
                 f"  finalize alone {finalized / opts.n / 1000:6.1f}  ({opts.n} arrivals)"

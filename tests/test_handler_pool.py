@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import sys
 import threading
+import time
 
 from dtq.engine.executor import HandlerPool
 
@@ -58,3 +60,39 @@ def test_a_hard_stop_drops_plain_calls_not_started() -> None:
         if thread.name.startswith("dtq-task-p"):
             thread.join(timeout=5)
     assert ran == ["first"]
+
+
+def _spin(seconds: float) -> None:
+    """Run Python for a while without releasing the GIL (no blocking call)."""
+    end = time.perf_counter() + seconds
+    while time.perf_counter() < end:
+        pass
+
+
+def _ran_during_spin(pool: HandlerPool, hand_over: bool) -> bool:
+    """Put a plain call, keep the GIL (the woken thread then waits for it), optionally hand
+    over, keep the GIL again: return whether the call ran before this thread blocked."""
+    ran = threading.Event()
+    pool.run_plain(ran.set, (), lambda result, exc: None)
+    _spin(0.02)
+    if hand_over:
+        pool.hand_over()
+    _spin(0.05)
+    during = ran.is_set()
+    assert ran.wait(timeout=5)  # blocking lets it run in any case: trials stay apart
+    return during
+
+
+def test_hand_over_lets_the_woken_thread_run_before_the_caller_blocks() -> None:
+    # A switch interval longer than the test: without hand_over, the woken thread cannot
+    # take the GIL from a thread that never blocks.
+    pool, interval = HandlerPool(max_workers=1), sys.getswitchinterval()
+    sys.setswitchinterval(10.0)
+    try:
+        assert not _ran_during_spin(pool, hand_over=False)
+        # The hand-over is a release of the GIL that the waiting thread almost always wins
+        # (the OS picks who runs): a few tries make a miss here vanishingly rare.
+        assert any(_ran_during_spin(pool, hand_over=True) for _ in range(5))
+    finally:
+        sys.setswitchinterval(interval)
+        pool.shutdown(wait=True)

@@ -82,6 +82,11 @@ class Runner:
         else:
             self._begin(att)
 
+    def let_run(self) -> None:
+        """Let the handlers just handed to the pool start now (after a batch of starts)."""
+        if isinstance(self._pool, HandlerPool):
+            self._pool.hand_over()
+
     def give_back_waiting(self) -> list[Attempt]:
         """Return (and stop holding as waiting) the attempts claimed ahead and not started."""
         waiting = list(self.waiting)

@@ -405,6 +405,7 @@ class Worker:
                 shard = self.readers[0].shard if one_shard else ids.shard_of(att.id)
                 self.latencies.observe(shard, att.queue, "wait", att.claimed_ms - att.queued_ms)
             self._start(att)
+        self.runner.let_run()
 
     def _start(self, att: Attempt) -> None:
         self.runner.start(att)
