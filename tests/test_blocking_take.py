@@ -14,6 +14,7 @@ from dtq.engine.connection import new_async_client
 from dtq.engine.executor import START_WITHIN
 from dtq.engine.reader import Reader
 from dtq.engine.submit import Submission, submit_many
+from dtq.engine.worker import Worker
 from tests.ops_support import keys
 from tests.testapp import tasks
 
@@ -153,3 +154,49 @@ def test_a_claim_after_a_long_block_gets_its_whole_lease(dtq_env: Any) -> None:
 
     left = asyncio.run(run())
     assert 3 * START_WITHIN - 0.5 < left <= 3 * START_WITHIN
+
+
+def test_an_idle_worker_blocks_again_without_a_take_of_its_own(dtq_env: Any) -> None:
+    # The take behind a blocking read read everything new: the next read blocks at once (a
+    # blocking read returns at once what came since, with its take) instead of first taking
+    # alone. Only the worker's very first read is a take of its own.
+    async def run() -> tuple[list[str], str]:
+        worker = Worker(["tests"], concurrency=2)
+        reader, calls = worker.readers[0], []
+        take, wait_and_take = reader.take, reader.wait_and_take
+
+        async def counted_take(capacity: int) -> gateway.Taken:
+            calls.append("take")
+            return await take(capacity)
+
+        async def counted_wait(watch: list[str], capacity: int) -> gateway.Taken:
+            calls.append("wait")
+            return await wait_and_take(watch, capacity)
+
+        reader.take, reader.wait_and_take = counted_take, counted_wait  # type: ignore[method-assign]
+        main = asyncio.create_task(worker.main())
+        try:
+            await until(lambda: "wait" in calls)
+            await asyncio.sleep(0.1)  # blocked in Redis now
+            task_id = (await asyncio.to_thread(tasks.record.enqueue, "x")).id
+            await until(lambda: worker.processed == 1)
+            arrived = len(calls)
+            await until(lambda: len(calls) > arrived + 1)  # blocked again, and timed out once
+        finally:
+            worker.stop()
+            await asyncio.wait_for(main, 10)
+        return calls, task_id
+
+    calls, task_id = asyncio.run(run())
+    assert calls[0] == "take" and set(calls[1:]) == {"wait"}
+    record = read_side.get_task(task_id)
+    assert record is not None and record["state"] == "SUCCEEDED"
+
+
+async def until(condition: Callable[[], bool], timeout: float = 10.0) -> None:
+    """Let the loop turn until condition holds."""
+    for _ in range(int(timeout / 0.01)):
+        if condition():
+            return
+        await asyncio.sleep(0.01)
+    raise AssertionError("condition not met in time")
