@@ -81,7 +81,9 @@ def main() -> None:
             files = sorted(Path(work).glob("cg.out.*"), key=lambda p: int(p.name.split(".")[2]))
             one = files[-len(PHASES)]
             out = subprocess.run(
-                ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(one)], capture_output=True, text=True
+                ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(one)],
+                capture_output=True,
+                text=True,
             ).stdout
             print("\n".join(out.splitlines()[:60]))
     finally:
