@@ -267,7 +267,7 @@ class Worker:
         # After a blocking read whose take read everything new, the next read blocks again
         # at once instead of taking first: a blocking read returns at once what came since,
         # with the take behind it, so the take alone would cost Redis a call (~185 kIr, at
-        # an idle worker a third of a task's) and find nothing more.
+        # an idle worker a sixth of a task's) and find nothing more.
         watches, self._watching = self._watching, []
         if not watches:
             read_any, watches = await self._read_every_shard()
