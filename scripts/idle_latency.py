@@ -70,6 +70,7 @@ def instrumented_worker(argv: list[str]) -> None:
 
 
 def percentiles(values: list[float]) -> str:
+    """Return the p50, p90 and p99 of seconds, in ms, as one line."""
     ordered = sorted(values)
     n = len(ordered)
     at = [ordered[min(n - 1, int(n * q))] * 1000 for q in (0.5, 0.9, 0.99)]
