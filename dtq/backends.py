@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -45,6 +44,7 @@ from dtq.djtasks import (
 from dtq.engine import read_side, registry
 from dtq.engine.errors import BulkSubmitError, DtqError, InvalidTaskError, SubmitError
 from dtq.engine.keys import QUEUE_NAME
+from dtq.engine.limits import TaskLimits
 from dtq.engine.state import TaskState
 from dtq.engine.submit import (
     MAX_NAME_LENGTH,
@@ -85,15 +85,17 @@ OPTIONS = {"ENQUEUE_ON_COMMIT": False, "DATABASE": DEFAULT_DB_ALIAS}
 def submission(task: Task, args: Any, kwargs: Any, task_id: str | None = None) -> Submission:
     """Build the engine submission for one enqueue of a django task."""
     options = TaskOptions.of(task)  # checked already by validate_task: this only reads them
-    sub = Submission.of(
-        task.module_path, options, to_json(list(args)), to_json(dict(kwargs)), task_id
+    return Submission.of(
+        task.module_path,
+        options,
+        to_json(list(args)),
+        to_json(dict(kwargs)),
+        task_id,
+        limits=_limits_field(options.limits(), task, args, kwargs),
     )
-    limits = _limits_field(task, args, kwargs)
-    return replace(sub, limits=limits) if limits else sub
 
 
-def _limits_field(task: Task, args: Any, kwargs: Any) -> str:
-    limits = TaskOptions.of(task).limits()
+def _limits_field(limits: TaskLimits | None, task: Task, args: Any, kwargs: Any) -> str:
     if limits is None:
         return ""
     call_args = (None, *args) if task.takes_context else tuple(args)
@@ -392,6 +394,8 @@ def _submissions(task: Task, calls: Iterable[Call], new_ids: bool = False) -> li
     """Build the submissions of a bulk enqueue, checking each item's shape."""
     if getattr(task, "idempotency_key", None) is not None:
         raise InvalidTask("an idempotency key names one submission: use enqueue()")
+    options = TaskOptions.of(task)  # checked already by validate_task: this only reads them
+    template, limits = Submission.of(task.module_path, options, (), {}), options.limits()
     subs = []
     for i, call in enumerate(calls):
         if not (isinstance(call, tuple | list) and len(call) == 2):
@@ -402,7 +406,8 @@ def _submissions(task: Task, calls: Iterable[Call], new_ids: bool = False) -> li
                 f"item {i}: expected (a tuple or list of arguments, a dict of keyword "
                 f"arguments), got ({type(args).__name__}, {type(kwargs).__name__})"
             )
-        sub = submission(task, args, kwargs)
+        field = _limits_field(limits, task, args, kwargs)
+        sub = template.called(to_json(list(args)), to_json(dict(kwargs)), field)
         subs.append(with_task_id(sub) if new_ids else sub)
     return subs
 

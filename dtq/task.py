@@ -123,12 +123,14 @@ class Task(DeliveryOptions):
 
     def submission(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> Submission:
         """Build the engine submission for one call with these arguments."""
+        self._check_queue()
+        limits = self._limits_field(args, kwargs)
+        return Submission.of(self.name, self.options, args, kwargs, limits=limits)
+
+    def _check_queue(self) -> None:
         queue = self.queue_name or dtq_settings.DEFAULT_QUEUE
         if self.queues is not None and queue not in (accepted := self.accepted_queues()):
             raise UnknownQueue(queue, accepted, by=f"accepted by task {self.name!r}")
-        sub = Submission.of(self.name, self.options, args, kwargs)
-        limits = self._limits_field(args, kwargs)
-        return replace(sub, limits=limits) if limits else sub
 
     def _limits_field(self, args: tuple[Any, ...], kwargs: dict[str, Any]) -> str:
         limits = self.limits
@@ -173,17 +175,23 @@ class Task(DeliveryOptions):
     def _submissions(self, calls: Iterable[Call]) -> list[Submission]:
         if self.idempotency_key is not None:
             raise InvalidTaskError("an idempotency key names one submission: use enqueue()")
-        subs = []
+        self._check_queue()
+        template, subs = Submission.of(self.name, self.options, (), {}), []
+        limited = self.limits is not None
         for i, call in enumerate(calls):
             if not (isinstance(call, tuple | list) and len(call) == 2):
                 raise InvalidTaskError(f"item {i}: expected an (args, kwargs) pair, got {call!r}")
             args, kwargs = call
-            if not isinstance(args, tuple | list) or not isinstance(kwargs, Mapping):
+            # type() first: isinstance of an ABC costs a bulk task ~0.3 us.
+            mapping = type(kwargs) is dict or isinstance(kwargs, Mapping)
+            if not isinstance(args, tuple | list) or not mapping:
                 raise InvalidTaskError(
                     f"item {i}: expected (a tuple or list of arguments, a dict of keyword "
                     f"arguments), got ({type(args).__name__}, {type(kwargs).__name__})"
                 )
-            subs.append(self.submission(tuple(args), dict(kwargs)))
+            args, kwargs = tuple(args), dict(kwargs)
+            limits = self._limits_field(args, kwargs) if limited else ""
+            subs.append(template.called(args, kwargs, limits))
         return subs
 
     def _results(self, outcomes: list[Accepted | SubmitError]) -> list[TaskResult]:

@@ -149,6 +149,19 @@ def test_options_shared_by_items_are_checked_with_their_types(dtq_env):
     assert _stream_len(dtq_env) == 0
 
 
+def test_runs_of_one_task_have_their_options_checked_once(dtq_env, monkeypatch):
+    # Task.enqueue_many's runs share their option objects (Submission.called): the options are
+    # looked at for the first run only, and each run still has its own arguments checked.
+    looked = []
+    key_of = submit._options_key
+    monkeypatch.setattr(submit, "_options_key", lambda sub: looked.append(sub) or key_of(sub))
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(50)])
+    assert len(results) == 50 and len(looked) == 1
+    with pytest.raises(dtq.BulkSubmitError) as info:
+        tasks.record.enqueue_many([((1,), {}), ((object(),), {})])
+    assert sorted(info.value.errors) == [1]
+
+
 def _mixed_shapes() -> list[submit.Submission]:
     return [
         tasks.record.submission((0,), {}),
