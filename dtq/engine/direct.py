@@ -183,13 +183,14 @@ def call_script_many(
     script: Script,
     calls: Calls,
     window: int = 1,
-    decode: Callable[[Any], Any] | None = None,
+    decode: Callable[[int, Any], Any] | None = None,
 ) -> list[Any]:
     """Run a registered script once per (keys, args), pipelined `window` calls per write.
 
     The next window is packed (a call built on demand is built then) and sent before the
     replies of the last one are read, so the client's work overlaps the server's and at most
-    two windows of replies are held. Replies come back in order, each through decode when given;
+    two windows of replies are held. Replies come back in order, each through
+    decode(position, reply) when given (as it is read: again if its call is sent again);
     an error reply is returned as its exception, not raised.
     Calls answered NOSCRIPT or "Function not found" did not run: the script (or library) is
     loaded and only they are sent again. After a dropped connection every call of the round
@@ -223,7 +224,7 @@ def call_script_many(
 
 # Where _read_replies puts what it reads: replies by position, the positions answered
 # "missing" (not run), and the decoder of a reply (None: kept as read).
-_Sink = tuple[list[Any], list[int], Callable[[Any], Any] | None]
+_Sink = tuple[list[Any], list[int], Callable[[int, Any], Any] | None]
 
 
 def _send_windows(
@@ -258,7 +259,7 @@ def _read_replies(conn: Any, batch: list[int], sink: _Sink) -> None:
             else:
                 replies[i] = exc
             continue
-        replies[i] = reply if decode is None else decode(reply)
+        replies[i] = reply if decode is None else decode(i, reply)
 
 
 async def _round_trip(conn: Any, packed: bytes) -> Any:

@@ -281,14 +281,21 @@ def by_primary(client: Any, tags: list[str]) -> list[tuple[Any, list[int]]]:
     return list(groups.values())
 
 
-def submit_many(client: Any, calls: Calls) -> list[list[Submitted] | Exception]:
+def submit_many(
+    client: Any, calls: Calls, settle: Callable[[int, list[Submitted] | Exception], None]
+) -> None:
     """Run many submit.lua calls of one primary (see by_primary) pipelined, one call a write.
 
-    A call refused whole is its exception. Each reply is decoded as it is read, while Redis
-    runs the next call.
+    settle(i, answers) takes each call's answers as its reply is read, while Redis runs the
+    next call (again if the call is sent again); a call refused whole gives its exception.
     """
     client = routed(client, calls[0][0]) if len(calls) else client
-    return call_script_many(client, script("submit"), calls, decode=SUBMITTED.decode)
+    replies = call_script_many(
+        client, script("submit"), calls, decode=lambda i, reply: settle(i, SUBMITTED.decode(reply))
+    )
+    for i, reply in enumerate(replies):
+        if isinstance(reply, Exception):  # e.g. OOM: the call wrote nothing
+            settle(i, reply)
 
 
 # ----- the worker: read, claim, finalize, skip, renew ----------------------------------------

@@ -195,9 +195,16 @@ def queue_block(keys: Keys, queue: str, layout: Layout = FULL) -> tuple[str, ...
 
 def task_block(keys: Keys, ref: TaskRef, layout: Layout = FULL) -> list[str]:
     """Return the layout's keys of one task; the record stands in when there is no key."""
-    idem = keys.idempotency(ref.queue, ref.idem) if ref.idem else keys.task(ref.id)
-    every = {"record": keys.task(ref.id), "result": keys.result(ref.id), "idem": idem}
-    return [every[name] for name in layout.task]
+    record = keys.task(ref.id)
+    block = []
+    for name in layout.task:  # only the keys the layout names: a bulk call has many tasks
+        if name == "record" or (name == "idem" and not ref.idem):
+            block.append(record)
+        elif name == "idem":
+            block.append(keys.idempotency(ref.queue, ref.idem))
+        else:
+            block.append(keys.result(ref.id))
+    return block
 
 
 def workflow_block(keys: Keys, workflow_id: str) -> list[str]:

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any, NamedTuple
 
@@ -425,13 +425,23 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for client, places in gateway.by_primary(get_client(), tags):  # one on one server
         mine = [units[p] for p in places]
-        answers = gateway.submit_many(client, _Calls(mine))
+        gateway.submit_many(client, _Calls(mine), _settler(subs, mine, results))
         durable.confirm_submit(client, f"{len(subs)} submitted task(s)")  # WAIT on its own link
-        for unit, reply in zip(mine, answers, strict=True):
-            for i, position in enumerate(unit.positions):
-                place = unit.start + position
-                results[place] = _outcome(subs[place], reply, i)
     return [r for r in results if r is not None]
+
+
+def _settler(
+    subs: Sequence[Submission], units: list[_Unit], results: list[Accepted | SubmitError | None]
+) -> Callable[[int, list[gateway.Submitted] | Exception], None]:
+    """Return what puts the outcomes of units[i]'s call in results, by submission."""
+
+    def settle(i: int, reply: list[gateway.Submitted] | Exception) -> None:
+        unit = units[i]
+        for j, position in enumerate(unit.positions):
+            place = unit.start + position
+            results[place] = _outcome(subs[place], reply, j)
+
+    return settle
 
 
 def _outcome(
