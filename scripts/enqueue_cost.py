@@ -7,7 +7,13 @@ so the socket calls count) and Redis CPU µs per task (INFO cpu). Prints the med
 figure and of the per-round bulk/one ratio: on a shared machine the ratio within a round is
 the robust figure. Run it on two commits alternately to compare.
 
-    .venv/bin/python scripts/enqueue_cost.py [-n 5000] [--rounds 5] [--bulk 500]
+--parts prints instead what one bulk call of --bulk tasks costs the client, part by part
+(µs per task, the best of 40 repeats): the submissions, the checks and payloads before the
+first write, the calls (ids, records, KEYS and ARGV) made while Redis runs the call before,
+the decoding of replies, and the outcomes and result handles. The replies are ones Redis
+gave for a real call of the same tasks.
+
+    .venv/bin/python scripts/enqueue_cost.py [-n 5000] [--rounds 5] [--bulk 500] [--parts]
 """
 
 from __future__ import annotations
@@ -16,8 +22,10 @@ import argparse
 import statistics
 import sys
 import time
+import timeit
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
@@ -41,6 +49,7 @@ def main() -> None:
     parser.add_argument("-n", type=int, default=5000, help="tasks per phase and round")
     parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--bulk", type=int, default=500, help="tasks per enqueue_many call")
+    parser.add_argument("--parts", action="store_true", help="a bulk call's client parts")
     opts = parser.parse_args()
     with private_redis("enqueue-cost") as (client, work):
         port = int(client.connection_pool.connection_kwargs["port"])
@@ -60,6 +69,9 @@ def main() -> None:
                 add.enqueue_many([((i, 1), {}) for i in range(start, min(n, start + opts.bulk))])
 
         one(200), bulk(opts.bulk)  # connections made, scripts loaded
+        if opts.parts:
+            print_parts(add, opts.bulk)
+            return
         figures: dict[str, list[tuple[float, float, float]]] = {"one": [], "bulk": []}
         for _ in range(opts.rounds):
             for name, phase in (("one", one), ("bulk", bulk)):
@@ -74,6 +86,42 @@ def main() -> None:
         ratios = [b[0] / o[0] for o, b in zip(figures["one"], figures["bulk"], strict=True)]
         shown = ", ".join(f"{r:.1f}" for r in ratios)
         print(f"bulk/one {statistics.median(ratios):.2f}x (per round: {shown})")
+
+
+def print_parts(task: Any, size: int) -> None:
+    """Print what each client part of one enqueue_many call of `size` tasks costs a task."""
+    from dtq.engine import gateway, submit
+    from dtq.engine.connection import get_client
+
+    calls = [((i, 1), {}) for i in range(size)]
+    subs = task._submissions(calls)
+    units = submit._units(subs, 0, {})
+    answers: list[Any] = []
+    gateway.submit_many(get_client(), submit._Calls(units), lambda i, a: answers.append(a))
+    flat = [field for answer in answers for submitted in answer for field in submitted]
+
+    def calls_built() -> None:
+        built = submit._Calls(units)
+        for i in range(len(built)):
+            built[i]
+
+    def outcomes() -> None:
+        settled: list[Any] = [None] * size
+        settle = submit._settler(subs, units, settled)
+        for i, answer in enumerate(answers):
+            settle(i, answer)
+        task._results(settled)
+
+    parts: dict[str, Callable[[], Any]] = {
+        "submissions (Task._submissions)": lambda: task._submissions(calls),
+        "checks and payloads (submit._units)": lambda: submit._units(subs, 0, {}),
+        "calls, while Redis runs (submit._Calls)": calls_built,
+        "replies decoded": lambda: gateway.SUBMITTED.decode(flat),
+        "outcomes and result handles": outcomes,
+    }
+    for name, part in parts.items():
+        best = min(timeit.repeat(part, number=5, repeat=40)) / 5
+        print(f"{name:<42} {best / size * 1e6:5.2f} us/task")
 
 
 if __name__ == "__main__":

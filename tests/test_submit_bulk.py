@@ -8,7 +8,7 @@ import pytest
 import redis
 
 import dtq
-from dtq.engine import direct, shards, submit
+from dtq.engine import codec, direct, shards, submit
 from dtq.engine.connection import get_client, routed
 from dtq.engine.errors import InvalidTaskError, PayloadError
 from dtq.options import InvalidOption
@@ -182,6 +182,24 @@ def test_each_task_of_a_bulk_call_gets_its_own_shape(dtq_env):
     assert records[1]["run_after"] - records[1]["created_at"] == pytest.approx(60)
     assert _stream_len(dtq_env) == 3
     assert len(dtq_env.events("TASK_SUBMITTED")) == 4
+
+
+def test_a_bulk_call_writes_one_submitted_event_per_shape_and_each_task_reads_its_own(dtq_env):
+    results = tasks.record.enqueue_many([((i,), {}) for i in range(3)])
+    delayed = tasks.record.using(run_after=timedelta(seconds=60)).enqueue_many([((9,), {})])
+    raw = [
+        codec.loads(fields["e"])
+        for keys, client in dtq_env.every_shard()
+        for _, fields in client.xrange(keys.events)
+    ]
+    objects = [o for entry in raw for o in (entry if isinstance(entry, list) else [entry])]
+    assert sum(len(o.get("tasks", [o.get("task")])) for o in objects) == 4
+    assert all("tasks" in o for o in objects)  # grouped, a few bytes a task
+    events = {e["task"]: e for e in dtq_env.events("TASK_SUBMITTED")}
+    for result, state in [*((r, "QUEUED") for r in results), (delayed[0], "PENDING")]:
+        event = events[result.id]
+        assert (event["queue"], event["state"], event["attempt"]) == ("tests", state, 0)
+        assert event["name"] == tasks.record.name and isinstance(event["ts"], int)
 
 
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):

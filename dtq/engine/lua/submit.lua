@@ -47,7 +47,7 @@ local active = {}  -- queue index -> tasks counted as active, this call's includ
 local counted = {}  -- queue index -> {accepted, of them QUEUED}: HINCRBY once per field at the end
 local counted_qis = {}
 local index, index_keys = {}, {}  -- zset key -> {score, member, ...}: one ZADD per key
-local submitted = {}  -- this call's TASK_SUBMITTED events, one XADD at the end
+local submitted = {}  -- the shapes with accepted tasks, in order: one XADD at the end
 local IX_QUEUED, IX_PENDING = IX.QUEUED, IX.PENDING
 
 -- Records that already exist: none on a first call (the common case), so nothing is read
@@ -90,9 +90,10 @@ for si = 1, NS do
   if k > plain then fields[16] = '1' end  -- opt: the record holds an optional field
   shapes[tostring(si)] = {qi = qi, band = ARGV[b + 4], run_after = run_after, state = state,
     idem = idem, fingerprint = ARGV[b + 11], max_depth = tonumber(ARGV[b + 12]), fields = fields,
-    -- the TASK_SUBMITTED event's text after the task id
-    tail = '","queue":"' .. qname(qi) .. '","state":"' .. state .. '","attempt":0,"ts":' ..
-      NOW_S .. ',"name":' .. cjson.encode(name) .. '}'}
+    -- its tasks' TASK_SUBMITTED event, one for all of them (lib.lua's event_of_many's form):
+    -- what they share, then the ids of those accepted
+    head = '{"type":"TASK_SUBMITTED","queue":"' .. qname(qi) .. '","state":"' .. state ..
+      '","ts":' .. NOW_S .. ',"name":' .. cjson.encode(name), ids = {}}
 end
 local TASKS0 = ARG0 + 1 + NS * 13  -- task fields start at ARGV[TASKS0 + 1]
 
@@ -158,7 +159,9 @@ local function accept(ti, b)
   local fields = shape.fields
   fields[8], fields[18] = payload, id
   redis.call('HSET', tk, 'state', state, 'delivery', delivery, 'attempt', '0', unpack(fields))
-  submitted[#submitted + 1] = '{"type":"TASK_SUBMITTED","task":"' .. id .. shape.tail
+  local ids = shape.ids
+  if #ids == 0 then submitted[#submitted + 1] = shape end
+  ids[#ids + 1] = id
   if idem ~= '' then
     -- No expiry while the task is unfinished (a delayed or retrying task can outlive any TTL);
     -- settle_idempotency starts IDEMPOTENCY_TTL when the task reaches a terminal state.
@@ -177,6 +180,10 @@ for _, key in ipairs(index_keys) do
   for i = 1, #t, 400 do  -- 200 members per command (unpack has a stack limit)
     redis.call('ZADD', key, unpack(t, i, math.min(i + 399, #t)))
   end
+end
+for i, shape in ipairs(submitted) do  -- every attempt is 0 (Lua 5.1's rep has no separator)
+  submitted[i] = shape.head .. ',"tasks":["' .. table.concat(shape.ids, '","') ..
+    '"],"attempts":[' .. string.rep('0,', #shape.ids - 1) .. '0]}'
 end
 if #submitted == 1 then
   redis.call('XADD', KEYS[K_EVENTS], 'MAXLEN', '~', EVENTS_MAXLEN, '*', 'e', submitted[1])
