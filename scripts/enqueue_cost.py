@@ -95,7 +95,7 @@ def print_parts(task: Any, size: int) -> None:
 
     calls = [((i, 1), {}) for i in range(size)]
     subs = task._submissions(calls)
-    units = submit._units(subs, 0, {})
+    units = submit._units(subs, {})
     answers: list[Any] = []
     gateway.submit_many(get_client(), submit._Calls(units), lambda i, a: answers.append(a))
     flat = [field for answer in answers for submitted in answer for field in submitted]
@@ -114,7 +114,7 @@ def print_parts(task: Any, size: int) -> None:
 
     parts: dict[str, Callable[[], Any]] = {
         "submissions (Task._submissions)": lambda: task._submissions(calls),
-        "checks and payloads (submit._units)": lambda: submit._units(subs, 0, {}),
+        "checks and payloads (submit._units)": lambda: submit._units(subs, {}),
         "calls, while Redis runs (submit._Calls)": calls_built,
         "replies decoded": lambda: gateway.SUBMITTED.decode(flat),
         "outcomes and result handles": outcomes,

@@ -204,7 +204,7 @@ def test_a_bulk_call_writes_one_submitted_event_per_shape_and_each_task_reads_it
 
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
     outcomes = {}
-    units = submit._units(_mixed_shapes(), 0, {})  # one per shard
+    units = submit._units(_mixed_shapes(), {})  # one per shard
     calls = submit._Calls(units)
     for i, unit in enumerate(units):
         key_list, argv = calls[i]

@@ -270,34 +270,43 @@ class _Unit(NamedTuple):
     positions: list[int]  # of each task in its chunk, in reply order
 
 
-def _units(subs: Sequence[Submission], start: int, errors: dict[int, DtqError]) -> list[_Unit]:
-    """Validate submissions and encode their payloads, grouped by shard.
+def _units(
+    subs: Sequence[Submission],
+    errors: dict[int, DtqError],
+    chunks: Sequence[tuple[int, int]] = (),
+) -> list[_Unit]:
+    """Validate submissions and encode their payloads, grouped by chunk and shard.
 
-    Only what can refuse a task is done here, before anything is written; ids and the calls
-    are made by _Calls while Redis runs the call before. An invalid submission is left out
-    and its error put in `errors` under start + its position.
+    chunks are the (start, end) of each call's share (_chunks; default: one for all). Only
+    what can refuse a task is done here, before anything is written; ids and the calls are
+    made by _Calls while Redis runs the call before. An invalid submission is left out and
+    its error put in `errors` under its position.
     """
-    by_shard: dict[int, _Unit] = {}
+    units: list[_Unit] = []
     ctx = propagation.capture()  # one caller, one moment: the same context for every task
     checked: Submission | None = None  # the last submission whose options passed
-    for position, sub in enumerate(subs):
-        try:
-            if checked is None or not _same_options(sub, checked):
-                _check_options_once(sub)
-                checked = sub
-            _check_identity(sub)
-            shard = _shard(sub)
-            payload = _payload(sub, ctx)
-        except (SubmitError, InvalidTaskError) as exc:
-            errors[start + position] = exc
-            continue
-        unit = by_shard.get(shard)
-        if unit is None:
-            unit = by_shard[shard] = _Unit(start, shard, ctx, [], [], [])
-        unit.subs.append(sub)
-        unit.payloads.append(payload)
-        unit.positions.append(position)
-    return list(by_shard.values())
+    for start, end in chunks or [(0, len(subs))]:
+        by_shard: dict[int, _Unit] = {}
+        for position in range(start, end):
+            sub = subs[position]
+            try:
+                if checked is None or not _same_options(sub, checked):
+                    _check_options_once(sub)
+                    checked = sub
+                _check_identity(sub)
+                shard = _shard(sub)
+                payload = _payload(sub, ctx)
+            except (SubmitError, InvalidTaskError) as exc:
+                errors[position] = exc
+                continue
+            unit = by_shard.get(shard)
+            if unit is None:
+                unit = by_shard[shard] = _Unit(start, shard, ctx, [], [], [])
+            unit.subs.append(sub)
+            unit.payloads.append(payload)
+            unit.positions.append(position - start)
+        units += by_shard.values()
+    return units
 
 
 def _same_options(sub: Submission, other: Submission) -> bool:
@@ -396,7 +405,7 @@ def submit(sub: Submission) -> Accepted:
 def prepare_many(subs: Sequence[Submission]) -> None:
     """Validate and encode every submission; BulkSubmitError names each invalid item."""
     errors: dict[int, DtqError] = {}
-    _units(subs, 0, errors)
+    _units(subs, errors)
     if errors:
         raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
 
@@ -406,19 +415,31 @@ def prepare_many(subs: Sequence[Submission]) -> None:
 MANY_CHUNK = 100
 
 
+def _chunks(n: int) -> list[tuple[int, int]]:
+    """Return the (start, end) of each script call's share of n tasks, in order.
+
+    The first two calls are a quarter and a half of MANY_CHUNK: Redis waits only for the
+    first, small call to be built, and runs each while the client builds the next.
+    """
+    sizes = [max(MANY_CHUNK // 4, 1), max(MANY_CHUNK // 2, 1)]
+    bounds: list[tuple[int, int]] = []
+    start = 0
+    while start < n:
+        end = min(n, start + (sizes.pop(0) if sizes else MANY_CHUNK))
+        bounds.append((start, end))
+        start = end
+    return bounds
+
+
 def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
-    """Accept many tasks in one script call per shard and MANY_CHUNK tasks, pipelined.
+    """Accept many tasks in one script call per shard and chunk (_chunks), pipelined.
 
     Every item is validated before anything is written (BulkSubmitError names each invalid
     one). Each task is then accepted or refused on its own, as if submitted alone (a full
     queue or an idempotency conflict refuses that task only): its entry is the SubmitError.
     """
     errors: dict[int, DtqError] = {}
-    units = [
-        unit
-        for start in range(0, len(subs), MANY_CHUNK)
-        for unit in _units(subs[start : start + MANY_CHUNK], start, errors)
-    ]
+    units = _units(subs, errors, _chunks(len(subs)))
     if errors:
         raise BulkSubmitError(errors, [None] * len(subs), submitted=False)
     tags = [Keys(dtq_settings.KEY_PREFIX, unit.shard).tag for unit in units]
