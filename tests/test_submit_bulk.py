@@ -202,6 +202,31 @@ def test_a_bulk_call_writes_one_submitted_event_per_shape_and_each_task_reads_it
         assert event["name"] == tasks.record.name and isinstance(event["ts"], int)
 
 
+@pytest.mark.parametrize("later", [None, timedelta(seconds=60)], ids=["queued", "pending"])
+def test_a_record_copied_from_a_bulk_calls_template_is_the_record_written_whole(dtq_env, later):
+    # Eight tasks or more of one shape copy a template record (submit.lua); fewer are written
+    # field by field. Same fields, same values, in the same order (the claim reads early ones).
+    task = tasks.record.using(priority=50, timeout=5, run_after=later)
+    copied = task.enqueue_many([((i,), {}) for i in range(8)])
+    whole = task.enqueue_many([((7,), {})])
+
+    def raw(result):
+        keys = dtq_env.keys_of(result.id)
+        return dtq_env.client_of(keys).hgetall(keys.task(result.id))
+
+    times = {"created_at", "enqueued_at", "run_after"}
+    one, other = raw(copied[7]), raw(whole[0])
+    assert list(one) == list(other)
+    assert {k: v for k, v in one.items() if k not in times | {"id", "delivery"}} == {
+        k: v for k, v in other.items() if k not in times | {"id", "delivery"}
+    }
+    assert (one["id"], bool(one["delivery"])) == (copied[7].id, later is None)
+    assert one["payload"] == '{"args":[7],"kwargs":{}}'
+    assert not any(
+        client.keys(keys.template) for keys, client in dtq_env.every_shard()
+    )  # deleted by the call that made it
+
+
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
     outcomes = {}
     units = submit._units(_mixed_shapes(), {})  # one per shard

@@ -55,6 +55,11 @@ class Keys:
     def task(self, task_id: str) -> str:
         return self._k(f"t:{task_id}")
 
+    @property
+    def template(self) -> str:
+        """A record submit.lua writes, copies to each task of a bulk call and deletes."""
+        return self._k("t-template")
+
     def result(self, task_id: str) -> str:
         return self._k(f"r:{task_id}")
 

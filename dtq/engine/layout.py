@@ -26,7 +26,7 @@ class TaskRef:
 STREAMS = ("stream0", "stream1", "stream2")  # one per priority band
 # Flow control (lib.lua): limits (hash), held slots, waiting line, rate meters (zsets).
 LIMIT_KEYS = ("limits", "held", "wait", "rate")
-SHARED = ("schedule", "events", "queues", "paused", "throughput", "dlq_index")
+SHARED = ("schedule", "events", "queues", "paused", "throughput", "dlq_index", "template")
 QUEUE = (
     *(str(state) for state in STATE_ORDER),
     "stats",
@@ -39,7 +39,7 @@ TASK = ("record", "result", "idem")
 SHARED_LUA = dict(
     zip(
         SHARED,
-        ("K_SCHEDULE", "K_EVENTS", "K_QUEUES", "K_PAUSED", "K_TP", "K_DLQIX"),
+        ("K_SCHEDULE", "K_EVENTS", "K_QUEUES", "K_PAUSED", "K_TP", "K_DLQIX", "K_TEMPLATE"),
         strict=True,
     )
 )
@@ -108,7 +108,7 @@ CLAIM_QUEUE = (
 # The hot scripts' own layouts (tests/test_gateway.py checks each names every key it uses).
 LAYOUTS = {
     "submit": Layout(
-        shared=("schedule", "events", "queues", "throughput"),
+        shared=("schedule", "events", "queues", "throughput", "template"),
         queue=("PENDING", "QUEUED", "stats", *STREAMS),
         task=("record", "idem"),
     ),
@@ -165,6 +165,7 @@ def _shared_keys(keys: Keys, layout: Layout, minute: int) -> tuple[str, ...]:
         "paused": keys.paused,
         "throughput": keys.throughput(minute),
         "dlq_index": keys.dlq_index,
+        "template": keys.template,
     }
     return tuple(every[name] for name in layout.shared)
 

@@ -27,6 +27,10 @@
 -- first: state, delivery, attempt, band, queue, name, payload, max_attempts, retry,
 -- enqueued_at (or run_after), opt, then id, created_at, priority and the optional ones;
 -- the claim adds started_at, lease, worker (and take), the success finished_at.
+-- A call of one shape and at least 8 tasks writes the shape's record once (KEYS[K_TEMPLATE])
+-- and COPYs it to each task, which then gets its own delivery, payload and id in place (the
+-- same fields, in the same order, as a record written whole); the template is deleted at the
+-- end of the call.
 -- Counters (what move() would count, in the queue's stats hash and the per-minute bucket,
 -- (re)armed for two hours when a field is new): active; a task QUEUED at once counts once in
 -- 'submitted_queued', which stands for one 'submitted' and one 'queued' (readers fold it:
@@ -97,6 +101,35 @@ for si = 1, NS do
 end
 local TASKS0 = ARG0 + 1 + NS * 13  -- task fields start at ARGV[TASKS0 + 1]
 
+-- A call of one shape and many tasks writes its shape's record once, as a template, and
+-- copies it to each task (COPY duplicates the template's listpack in one allocation), which
+-- then gets only its delivery, payload and id, in place: about a fifth of a bulk task's
+-- record cost, against an HSET of every field. The template is deleted before the call ends.
+local TEMPLATE = NS == 1 and NT >= 8 and KEYS[K_TEMPLATE]
+if TEMPLATE then
+  local shape = shapes['1']
+  local fields = shape.fields
+  fields[8], fields[18] = '', ''
+  redis.call('DEL', TEMPLATE)  -- what an earlier call's failure may have left
+  redis.call('HSET', TEMPLATE, 'state', shape.state, 'delivery', '', 'attempt', '0',
+    unpack(fields))
+end
+
+-- Write a task's record: a copy of the template with its own values, or every field.
+local function write_record(tk, shape, state, delivery, payload, id)
+  if TEMPLATE and redis.call('COPY', TEMPLATE, tk) == 1 then
+    if delivery ~= '' then
+      redis.call('HSET', tk, 'delivery', delivery, 'payload', payload, 'id', id)
+    else
+      redis.call('HSET', tk, 'payload', payload, 'id', id)
+    end
+    return
+  end
+  local fields = shape.fields
+  fields[8], fields[18] = payload, id
+  redis.call('HSET', tk, 'state', state, 'delivery', delivery, 'attempt', '0', unpack(fields))
+end
+
 local function add_index(key, score, member)
   local t = index[key]
   if not t then
@@ -156,9 +189,7 @@ local function accept(ti, b)
     add_index(qkey(qi, IX_QUEUED), NOW_S, id)
     delivery = add_entry(id, qi, shape.band, '1', idem)
   end
-  local fields = shape.fields
-  fields[8], fields[18] = payload, id
-  redis.call('HSET', tk, 'state', state, 'delivery', delivery, 'attempt', '0', unpack(fields))
+  write_record(tk, shape, state, delivery, payload, id)
   local ids = shape.ids
   if #ids == 0 then submitted[#submitted + 1] = shape end
   ids[#ids + 1] = id
@@ -174,6 +205,8 @@ for ti = 1, NT do
   local kind, rid, state, created = accept(ti, TASKS0 + (ti - 1) * 3)
   reply_submitted(out, kind, rid, state, created)
 end
+
+if TEMPLATE then redis.call('DEL', TEMPLATE) end
 
 for _, key in ipairs(index_keys) do
   local t = index[key]
