@@ -16,7 +16,7 @@ class Dtq(System):
     workload = "workloads.dtq_app"
     config = ("dtq_worker --concurrency C --processes P, sync handler, "
               "Redis streams + Lua scripts")
-    bulk_api = "Task.enqueue_many (pipelined, a script call per 100 tasks)"
+    bulk_api = "Task.enqueue_many (pipelined, a script call per up to 100 tasks)"
     at_least_once = ("yes: XACK only after the task record holds its final state; dead "
                      "workers' entries are reclaimed via heartbeats/leases and XAUTOCLAIM")
 
