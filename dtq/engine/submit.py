@@ -345,9 +345,9 @@ class _Calls:
         if call is None:
             unit = self._units[i]
             keys = Keys(dtq_settings.KEY_PREFIX, unit.shard)
+            # A new id names the unit's shard, not _task_id's: a random shard is picked once.
             tasks = [
-                _new_task(sub, ids.new_id(unit.shard) if sub.task_id is None else sub.task_id,
-                          payload, unit.ctx)
+                _new_task(sub, sub.task_id or ids.new_id(unit.shard), payload, unit.ctx)
                 for sub, payload in zip(unit.subs, unit.payloads, strict=True)
             ]
             call = self._built[i] = gateway.submit_call(keys, tasks)
