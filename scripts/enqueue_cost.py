@@ -90,15 +90,16 @@ def main() -> None:
 
 def print_parts(task: Any, size: int) -> None:
     """Print what each client part of one enqueue_many call of `size` tasks costs a task."""
-    from dtq.engine import gateway, submit
+    from dtq.engine import direct, gateway, submit
     from dtq.engine.connection import get_client
+    from dtq.engine.scripts import script
 
     calls = [((i, 1), {}) for i in range(size)]
     subs = task._submissions(calls)
-    units = submit._units(subs, {})
-    answers: list[Any] = []
-    gateway.submit_many(get_client(), submit._Calls(units), lambda i, a: answers.append(a))
-    flat = [field for answer in answers for submitted in answer for field in submitted]
+    units = submit._units(subs, {}, submit._chunks(size))
+    sent = submit._Calls(units)
+    replies = direct.call_script_many(get_client(), script("submit"), sent)
+    answers = [gateway.submitted(reply) for reply in replies]
 
     def calls_built() -> None:
         built = submit._Calls(units)
@@ -107,16 +108,16 @@ def print_parts(task: Any, size: int) -> None:
 
     def outcomes() -> None:
         settled: list[Any] = [None] * size
-        settle = submit._settler(subs, units, settled)
+        settle = submit._settler(subs, sent, settled)
         for i, answer in enumerate(answers):
             settle(i, answer)
         task._results(settled)
 
     parts: dict[str, Callable[[], Any]] = {
         "submissions (Task._submissions)": lambda: task._submissions(calls),
-        "checks and payloads (submit._units)": lambda: submit._units(subs, {}),
+        "checks and payloads (submit._units)": lambda: submit._units(subs, {}, submit._chunks(size)),
         "calls, while Redis runs (submit._Calls)": calls_built,
-        "replies decoded": lambda: gateway.SUBMITTED.decode(flat),
+        "replies decoded": lambda: [gateway.submitted(reply) for reply in replies],
         "outcomes and result handles": outcomes,
     }
     for name, part in parts.items():

@@ -8,7 +8,7 @@ import pytest
 import redis
 
 import dtq
-from dtq.engine import codec, direct, shards, submit
+from dtq.engine import codec, direct, gateway, shards, submit
 from dtq.engine.connection import get_client, routed
 from dtq.engine.errors import InvalidTaskError, PayloadError
 from dtq.options import InvalidOption
@@ -227,6 +227,35 @@ def test_a_record_copied_from_a_bulk_calls_template_is_the_record_written_whole(
     )  # deleted by the call that made it
 
 
+def _answers(reply, as_sent):
+    """Return a submit.lua reply as (kind, id, state, created) per task, 'all' spelt out."""
+    answers = gateway.submitted(reply)
+    if isinstance(answers, gateway.AllAccepted):
+        return [("ok", task_id, state, answers.created) for task_id, state in as_sent]
+    return [tuple(answer) for answer in answers]
+
+
+def test_a_first_call_answers_all_and_any_other_answer_spells_out_each_task(dtq_env):
+    """'all' and the time when each task is accepted as sent; else one answer per task."""
+    units = submit._units([tasks.record.submission((i,), {}) for i in range(3)], {})
+    calls = submit._Calls(units)
+    key_list, argv = calls[0]
+    script = Scripts.of(routed(get_client(), key_list)).submit
+    reply = script(keys=key_list, args=argv)
+    assert reply[0] == "all" and len(reply) == 2
+    dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 5})  # the third of these is one too many
+    units = submit._units([tasks.record.submission((i,), {}) for i in range(3)], {})
+    calls = submit._Calls(units)
+    key_list, argv = calls[0]
+    answers = _answers(script(keys=key_list, args=argv), calls.as_sent[0])
+    assert [(kind, task_id) for kind, task_id, _, _ in answers] == [
+        ("ok", calls.as_sent[0][0][0]),
+        ("ok", calls.as_sent[0][1][0]),
+        ("full", "5"),
+    ]
+    assert [state for _, _, state, _ in answers[:2]] == ["QUEUED", "QUEUED"]
+
+
 def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
     outcomes = {}
     units = submit._units(_mixed_shapes(), {})  # one per shard
@@ -234,9 +263,9 @@ def test_a_resent_bulk_call_answers_as_the_first_and_writes_nothing(dtq_env):
     for i, unit in enumerate(units):
         key_list, argv = calls[i]
         script = Scripts.of(routed(get_client(), key_list)).submit
-        first = script(keys=key_list, args=argv)
-        assert script(keys=key_list, args=argv) == first
-        outcomes.update({p: (first[4 * j], first[4 * j + 2]) for j, p in enumerate(unit.positions)})
+        first = _answers(script(keys=key_list, args=argv), calls.as_sent[i])
+        assert _answers(script(keys=key_list, args=argv), calls.as_sent[i]) == first
+        outcomes.update({p: (first[j][0], first[j][2]) for j, p in enumerate(unit.positions)})
     assert [outcomes[p] for p in sorted(outcomes)] == [
         ("ok", "QUEUED"),
         ("ok", "PENDING"),

@@ -118,6 +118,20 @@ ENTRY = Reply(
 SUBMITTED = Reply(
     "submitted", (("kind", str), ("id", str), ("state", str), ("created", str)), Submitted
 )
+
+
+class AllAccepted(NamedTuple):
+    """submit.lua's answer when every task of its call was accepted as sent: 'ok', the id sent,
+    QUEUED (PENDING when delayed), created at this time (ms, Redis' clock)."""
+
+    created: str
+
+
+def submitted(reply: list[Any]) -> list[Submitted] | AllAccepted:
+    """Decode a submit.lua reply: 'all' and the time, or SUBMITTED's fields per task."""
+    if len(reply) == 2 and reply[0] == "all":
+        return AllAccepted(reply[1])
+    return SUBMITTED.decode(reply)
 CLAIMED: Reply[Attempt] = Reply.of("claimed", Attempt, "claim")
 DECIDED = Reply("decided", (("state", str), ("resent", lambda v: v == 1)), Decided)
 REPLIES = (ENTRY, SUBMITTED, CLAIMED, DECIDED)
@@ -282,7 +296,9 @@ def by_primary(client: Any, tags: list[str]) -> list[tuple[Any, list[int]]]:
 
 
 def submit_many(
-    client: Any, calls: Calls, settle: Callable[[int, list[Submitted] | Exception], None]
+    client: Any,
+    calls: Calls,
+    settle: Callable[[int, list[Submitted] | AllAccepted | Exception], None],
 ) -> None:
     """Run many submit.lua calls of one primary (see by_primary) pipelined, one call a write.
 
@@ -291,7 +307,7 @@ def submit_many(
     """
     client = routed(client, calls[0][0]) if len(calls) else client
     replies = call_script_many(
-        client, script("submit"), calls, decode=lambda i, reply: settle(i, SUBMITTED.decode(reply))
+        client, script("submit"), calls, decode=lambda i, reply: settle(i, submitted(reply))
     )
     for i, reply in enumerate(replies):
         if isinstance(reply, Exception):  # e.g. OOM: the call wrote nothing

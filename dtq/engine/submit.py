@@ -334,16 +334,19 @@ class _Calls:
     """
 
     def __init__(self, units: list[_Unit]) -> None:
-        self._units = units
+        self.units = units
         self._built: list[gateway.Call | None] = [None] * len(units)
+        # Each built call's tasks as submit.lua accepts them when it replies 'all'
+        # (gateway.AllAccepted): their ids and states, in the unit's order.
+        self.as_sent: list[list[tuple[str, str]]] = [[] for _ in units]
 
     def __len__(self) -> int:
-        return len(self._units)
+        return len(self.units)
 
     def __getitem__(self, i: int) -> gateway.Call:
         call = self._built[i]
         if call is None:
-            unit = self._units[i]
+            unit = self.units[i]
             keys = Keys(dtq_settings.KEY_PREFIX, unit.shard)
             # A new id names the unit's shard, not _task_id's: a random shard is picked once.
             tasks = [
@@ -351,6 +354,7 @@ class _Calls:
                 for sub, payload in zip(unit.subs, unit.payloads, strict=True)
             ]
             call = self._built[i] = gateway.submit_call(keys, tasks)
+            self.as_sent[i] = [(t.id, "PENDING" if t.delay_ms else "QUEUED") for t in tasks]
         return call
 
 
@@ -446,18 +450,27 @@ def submit_many(subs: Sequence[Submission]) -> list[Accepted | SubmitError]:
     results: list[Accepted | SubmitError | None] = [None] * len(subs)
     for client, places in gateway.by_primary(get_client(), tags):  # one on one server
         mine = [units[p] for p in places]
-        gateway.submit_many(client, _Calls(mine), _settler(subs, mine, results))
+        calls = _Calls(mine)
+        gateway.submit_many(client, calls, _settler(subs, calls, results))
         durable.confirm_submit(client, f"{len(subs)} submitted task(s)")  # WAIT on its own link
     return [r for r in results if r is not None]
 
 
-def _settler(
-    subs: Sequence[Submission], units: list[_Unit], results: list[Accepted | SubmitError | None]
-) -> Callable[[int, list[gateway.Submitted] | Exception], None]:
-    """Return what puts the outcomes of units[i]'s call in results, by submission."""
+Answers = list[gateway.Submitted] | gateway.AllAccepted | Exception
 
-    def settle(i: int, reply: list[gateway.Submitted] | Exception) -> None:
-        unit = units[i]
+
+def _settler(
+    subs: Sequence[Submission], calls: _Calls, results: list[Accepted | SubmitError | None]
+) -> Callable[[int, Answers], None]:
+    """Return what puts the outcomes of call i (of calls) in results, by submission."""
+
+    def settle(i: int, reply: Answers) -> None:
+        unit = calls.units[i]
+        if isinstance(reply, gateway.AllAccepted):
+            created = int(reply.created)
+            for (task_id, state), position in zip(calls.as_sent[i], unit.positions, strict=True):
+                results[unit.start + position] = Accepted(task_id, state, created_ms=created)
+            return
         for j, position in enumerate(unit.positions):
             place = unit.start + position
             results[place] = _outcome(subs[place], reply, j)

@@ -8,8 +8,10 @@
 --   8 timeout (s or ''), 9 retry policy (JSON), 10 idempotency key ('' = none), 11 payload
 --   fingerprint, 12 queue depth limit (0 = none), 13 flow-control limits (the record's 'lim',
 --   see lib.lua; '' = none)
--- Reply: the gateway's SUBMITTED fields per task (reply_submitted: kind, id, state, created):
---   'ok', id, state, created at (ms, Redis clock) |
+-- Reply: 'all', created at (ms, Redis clock) when every task's answer is 'ok', the id sent,
+--   its shape's state (QUEUED, or PENDING when delayed) and that time (a first call, the
+--   common case); else the gateway's SUBMITTED fields per task (reply_submitted: kind, id,
+--   state, created): 'ok', id, state, created at |
 --   'full', active, '', '' | 'conflict', other id, '', '' | 'in_progress', other id, '', '' |
 --   'duplicate', other id, '', ''
 -- Each task is accepted or refused on its own, as if submitted alone in this order.
@@ -201,9 +203,22 @@ local function accept(ti, b)
   return 'ok', id, state, NOW_S
 end
 
+-- Replies go into out only once a task's answer is not the common one ('ok', the id sent, its
+-- shape's state, this call's time); the tasks before it are written then. A call of only
+-- common answers replies 'all' and the time: two values instead of four per task, which cost
+-- Redis the reply's table and its conversion and the client its decoding.
+local all = true
 for ti = 1, NT do
-  local kind, rid, state, created = accept(ti, TASKS0 + (ti - 1) * 3)
-  reply_submitted(out, kind, rid, state, created)
+  local b = TASKS0 + (ti - 1) * 3
+  local kind, rid, state, created = accept(ti, b)
+  if all and (kind ~= 'ok' or state ~= shapes[ARGV[b + 1]].state or created ~= NOW_S) then
+    all = false
+    for tj = 1, ti - 1 do
+      local bj = TASKS0 + (tj - 1) * 3
+      reply_submitted(out, 'ok', ARGV[bj + 2], shapes[ARGV[bj + 1]].state, NOW_S)
+    end
+  end
+  if not all then reply_submitted(out, kind, rid, state, created) end
 end
 
 if TEMPLATE then redis.call('DEL', TEMPLATE) end
@@ -237,4 +252,5 @@ for _, qi in ipairs(counted_qis) do
   if registered then redis.call('SADD', KEYS[K_QUEUES], q) end
   if fresh then redis.call('EXPIRE', KEYS[K_TP], 7200) end
 end
+if all then return {'all', NOW_S} end
 return out
