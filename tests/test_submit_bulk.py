@@ -8,7 +8,7 @@ import pytest
 import redis
 
 import dtq
-from dtq.engine import codec, direct, gateway, shards, submit
+from dtq.engine import codec, direct, gateway, ids, shards, submit
 from dtq.engine.connection import get_client, routed
 from dtq.engine.errors import InvalidTaskError, PayloadError
 from dtq.options import InvalidOption
@@ -235,16 +235,24 @@ def _answers(reply, as_sent):
     return [tuple(answer) for answer in answers]
 
 
+def _on_one_shard(n):
+    """Return n submissions whose tasks live in shard 0 (one script call for them all)."""
+    subs = [tasks.record.submission((i,), {}) for i in range(n)]
+    for sub in subs:
+        sub.task_id = ids.new_id(0)
+    return subs
+
+
 def test_a_first_call_answers_all_and_any_other_answer_spells_out_each_task(dtq_env):
     """'all' and the time when each task is accepted as sent; else one answer per task."""
-    units = submit._units([tasks.record.submission((i,), {}) for i in range(3)], {})
+    units = submit._units(_on_one_shard(3), {})  # one unit: one call
     calls = submit._Calls(units)
     key_list, argv = calls[0]
     script = Scripts.of(routed(get_client(), key_list)).submit
     reply = script(keys=key_list, args=argv)
     assert reply[0] == "all" and len(reply) == 2
     dtq_env.configure(QUEUE_MAX_DEPTH={"tests": 5})  # the third of these is one too many
-    units = submit._units([tasks.record.submission((i,), {}) for i in range(3)], {})
+    units = submit._units(_on_one_shard(3), {})
     calls = submit._Calls(units)
     key_list, argv = calls[0]
     answers = _answers(script(keys=key_list, args=argv), calls.as_sent[0])
