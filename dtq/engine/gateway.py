@@ -118,6 +118,9 @@ ENTRY = Reply(
 SUBMITTED = Reply(
     "submitted", (("kind", str), ("id", str), ("state", str), ("created", str)), Submitted
 )
+CLAIMED: Reply[Attempt] = Reply.of("claimed", Attempt, "claim")
+DECIDED = Reply("decided", (("state", str), ("resent", lambda v: v == 1)), Decided)
+REPLIES = (ENTRY, SUBMITTED, CLAIMED, DECIDED)
 
 
 class AllAccepted(NamedTuple):
@@ -132,9 +135,6 @@ def submitted(reply: list[Any]) -> list[Submitted] | AllAccepted:
     if len(reply) == 2 and reply[0] == "all":
         return AllAccepted(reply[1])
     return SUBMITTED.decode(reply)
-CLAIMED: Reply[Attempt] = Reply.of("claimed", Attempt, "claim")
-DECIDED = Reply("decided", (("state", str), ("resent", lambda v: v == 1)), Decided)
-REPLIES = (ENTRY, SUBMITTED, CLAIMED, DECIDED)
 
 
 def lua_reply_builders() -> str:
