@@ -189,6 +189,11 @@ class NewTask(NamedTuple):
     max_depth: int  # the queue's depth limit, 0 = none
     limits: str  # the record's flow-control 'lim' field (engine/limits.py); '' = none
 
+    @property
+    def state(self) -> str:
+        """The state submit.lua gives the task: PENDING while it waits its delay, else QUEUED."""
+        return "PENDING" if self.delay_ms else "QUEUED"
+
 
 def submit_call(keys: Keys, tasks: Sequence[NewTask]) -> Call:
     """Return the submit.lua call for these tasks (one shard's, in reply order).

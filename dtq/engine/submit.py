@@ -354,7 +354,7 @@ class _Calls:
                 for sub, payload in zip(unit.subs, unit.payloads, strict=True)
             ]
             call = self._built[i] = gateway.submit_call(keys, tasks)
-            self.as_sent[i] = [(t.id, "PENDING" if t.delay_ms else "QUEUED") for t in tasks]
+            self.as_sent[i] = [(task.id, task.state) for task in tasks]
         return call
 
 
