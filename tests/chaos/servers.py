@@ -113,7 +113,8 @@ class ReplicatedServers:
         if isinstance(self.servers, LocalSentinel):
             # The Sentinels would make it a replica on a later look at it (every 10 s, longer on
             # a loaded machine: CI once waited past REJOIN_TIMEOUT); say it now, as an operator
-            # bringing a server back does.
+            # bringing a server back does, naming the primary the Sentinels name now.
+            new = self.servers.primary()
             wait_until(lambda: old.client().replicaof("127.0.0.1", new.port), "REPLICAOF")
         wait_until(
             lambda: self._linked(old, new), "the old primary back as a replica", REJOIN_TIMEOUT
