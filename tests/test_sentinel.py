@@ -20,10 +20,11 @@ from dtq.engine import ops
 from dtq.engine.audit import Actor
 from dtq.engine.connection import get_client
 from dtq.engine.errors import NotReplicated
+from dtq.engine.sentinels import PRIMARY_CHECK_S
 from dtq.models import AuditEntry
 from tests.conftest import Env, wait_for
 from tests.testapp import tasks
-from tests.topology import SERVICE, LocalSentinel, free_block, require_redis_server
+from tests.topology import SERVICE, LocalSentinel, Server, free_block, require_redis_server
 
 pytestmark = [pytest.mark.slow, pytest.mark.scaleout]
 
@@ -147,3 +148,47 @@ def test_every_role_follows_a_failover_without_a_restart(dtq_env, sentinel):
         wait_for(finished(result), timeout=30)
         assert result.state == dtq.TaskState.SUCCEEDED
     assert worker.poll() is None  # the same process, never restarted
+
+
+def depose(topology: LocalSentinel) -> tuple[Server, Server]:
+    """Make the Sentinels name the replica as primary while the old primary stays up and
+    writable, as one cut off from them (or too slow to answer) is while they promote another.
+
+    Return (old, new). The Sentinels forget the old primary, so nothing converts it.
+    """
+    old, new = topology.primary(), topology.data[1]
+    new.client().replicaof("NO", "ONE")
+    for server in topology.sentinels:
+        client = server.client()
+        client.execute_command("SENTINEL", "REMOVE", SERVICE)
+        client.execute_command("SENTINEL", "MONITOR", SERVICE, "127.0.0.1", new.port, 2)
+    assert topology.primary() is new
+    return old, new
+
+
+def test_open_connections_leave_a_deposed_primary(dtq_env, sentinel):
+    tasks.record.enqueue(0)  # this process's pooled connection is on the old primary now
+    old, new = depose(sentinel)
+
+    def lands_on_new() -> bool:
+        result = tasks.record.enqueue(1)
+        return bool(new.client().exists(dtq_env.keys.task(result.id)))
+
+    # Without a check the connection stays on the old primary for as long as it lives.
+    wait_for(lands_on_new, timeout=3 * PRIMARY_CHECK_S + 2, interval=0.05)
+    for i in range(20):  # every pooled connection moved, not just one
+        result = tasks.record.enqueue(i)
+        assert new.client().exists(dtq_env.keys.task(result.id))
+        assert not old.client().exists(dtq_env.keys.task(result.id))
+
+
+def test_a_running_worker_leaves_a_deposed_primary(dtq_env, sentinel):
+    dtq_env.worker("--concurrency", "2")
+    first = tasks.record.enqueue(0)
+    wait_for(finished(first))  # the worker's connections are on the old primary now
+    _, new = depose(sentinel)
+    wait_for(lambda: new.client().exists(dtq_env.keys.task(tasks.record.enqueue(1).id)), 5)
+    results = [tasks.record.enqueue(i) for i in range(5)]
+    for result in results:
+        wait_for(finished(result), timeout=10)  # read from the new primary
+        assert result.state == dtq.TaskState.SUCCEEDED

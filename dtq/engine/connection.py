@@ -174,6 +174,7 @@ def _sync_client(slot: int | None = None) -> redis.Redis:
         return manager.master_for(
             _service(),
             connection_class=sentinels.SentinelConnection,
+            connection_pool_class=sentinels.SentinelPool,
             **_url_options(),
             **_options(),
             **_retry(),
@@ -223,6 +224,7 @@ def _async_client(slot: int | None = None) -> aioredis.Redis:
         client = manager.master_for(
             _service(),
             connection_class=sentinels.AsyncSentinelConnection,
+            connection_pool_class=sentinels.AsyncSentinelPool,
             **_url_options(),
             **_options(),
             **retry,

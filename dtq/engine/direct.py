@@ -33,7 +33,7 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from dtq.engine import slots
+from dtq.engine import sentinels, slots
 from dtq.engine.scripts import Library, Script, library
 
 RESENDS = 6  # as many as the clients' Retry in connection.py
@@ -156,6 +156,8 @@ def own_connection(client: Any) -> Any:
 def call_script(client: Any, script: Script, keys: list[Any], args: list[Any]) -> Any:
     """Run a script on this thread's own connection of the sync client's pool."""
     conn = _own_connection(client.connection_pool)
+    if sentinels.stale(conn):
+        _drop(conn)
     resend = 0
     while True:
         way = None
@@ -197,6 +199,8 @@ def call_script_many(
     is sent again (every hot script is safe to receive twice).
     """
     conn = _own_connection(client.connection_pool)
+    if sentinels.stale(conn):
+        _drop(conn)
     replies: list[Any] = [None] * len(calls)
     todo = list(range(len(calls)))
     resend = 0
@@ -299,9 +303,14 @@ class AsyncCaller:
         self._conn: Any = None
 
     async def connection(self) -> Any:
-        """Return the owned connection, taking one from the pool the first time."""
+        """Return the owned connection, taking one from the pool the first time.
+
+        Asked only between requests, so a connection to a deposed primary is dropped here.
+        """
         if self._conn is None:
             self._conn = await self._pool.get_connection()
+        elif sentinels.stale(self._conn):
+            await self._drop(self._conn)
         return self._conn
 
     async def script(self, script: Script, keys: list[Any], args: list[Any]) -> Any:
