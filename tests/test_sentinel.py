@@ -166,16 +166,21 @@ def depose(topology: LocalSentinel) -> tuple[Server, Server]:
     return old, new
 
 
+def wait_until_enqueued_on(env: Env, server: Server) -> None:
+    """Enqueue until a task lands on server: this process has moved its connections there."""
+    client = server.client()
+    # Without a check the connection stays on the old primary for as long as it lives.
+    wait_for(
+        lambda: client.exists(env.keys.task(tasks.record.enqueue(1).id)),
+        timeout=3 * PRIMARY_CHECK_S + 2,
+        interval=0.05,
+    )
+
+
 def test_open_connections_leave_a_deposed_primary(dtq_env, sentinel):
     tasks.record.enqueue(0)  # this process's pooled connection is on the old primary now
     old, new = depose(sentinel)
-
-    def lands_on_new() -> bool:
-        result = tasks.record.enqueue(1)
-        return bool(new.client().exists(dtq_env.keys.task(result.id)))
-
-    # Without a check the connection stays on the old primary for as long as it lives.
-    wait_for(lands_on_new, timeout=3 * PRIMARY_CHECK_S + 2, interval=0.05)
+    wait_until_enqueued_on(dtq_env, new)
     for i in range(20):  # every pooled connection moved, not just one
         result = tasks.record.enqueue(i)
         assert new.client().exists(dtq_env.keys.task(result.id))
@@ -187,7 +192,7 @@ def test_a_running_worker_leaves_a_deposed_primary(dtq_env, sentinel):
     first = tasks.record.enqueue(0)
     wait_for(finished(first))  # the worker's connections are on the old primary now
     _, new = depose(sentinel)
-    wait_for(lambda: new.client().exists(dtq_env.keys.task(tasks.record.enqueue(1).id)), 5)
+    wait_until_enqueued_on(dtq_env, new)
     results = [tasks.record.enqueue(i) for i in range(5)]
     for result in results:
         wait_for(finished(result), timeout=10)  # read from the new primary
